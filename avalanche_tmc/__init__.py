@@ -1,0 +1,46 @@
+"""avalanche-tmc: Tangent Model Composition (TMC) for Avalanche continual learning."""
+
+import avalanche_tmc_torchvision_fallback as _tv_fallback
+
+_tv_fallback.install()  # before anything can import torchvision (see that module)
+
+from .composition import (  # noqa: E402
+    DeltaComposition,
+    add_deltas,
+    check_compatible,
+    compose,
+    scale_delta,
+    subtract_deltas,
+    weighted_sum,
+    zeros_like_delta,
+)
+from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits  # noqa: E402
+from .losses import RescaledSquareLoss  # noqa: E402
+from .plugin import TangentPlugin  # noqa: E402
+from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
+from .tangent import Delta, TangentModel, find_head  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "TangentModel",
+    "Delta",
+    "find_head",
+    "RescaledSquareLoss",
+    "DeltaComposition",
+    "add_deltas",
+    "subtract_deltas",
+    "scale_delta",
+    "weighted_sum",
+    "compose",
+    "check_compatible",
+    "zeros_like_delta",
+    "class_mask",
+    "mask_logits",
+    "logit_ensemble",
+    "log_softmax_ensemble",
+    "TangentPlugin",
+    "TMCStrategy",
+    "TMEStrategy",
+    "TMCSeqStrategy",
+]

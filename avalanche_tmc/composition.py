@@ -1,0 +1,205 @@
+"""Arithmetic on tangent components and their composition (TMC), with exact forgetting.
+
+A component is a :data:`~avalanche_tmc.tangent.Delta` (name -> tensor). Tangent models
+around the same weights form a vector space, so the λ-weighted ensemble of tangent
+models *is* the tangent model of the λ-weighted sum of their deltas (paper, Sec. 3.2).
+
+Composition rule used throughout. With component weights ``w_i > 0``::
+
+    δ = S / W,    S = Σ_i w_i δ_i,    W = Σ_i w_i
+
+``w_i = 1`` gives the paper's running mean (``λ_(t,1) = 1/t``, ``λ_(t,2) = (t−1)/t``):
+adding task ``t`` maps the composed ``δ_{t−1}`` to ``(w_t δ_t + W_{t−1} δ_{t−1}) / W_t``.
+``w_i = n_i`` (training samples of task ``i``) weighs tasks by size.
+
+Forgetting task ``i`` (the paper's Remark 2, renormalised)::
+
+    S ← S − w_i δ_i,   W ← W − w_i,   δ ← S / W
+
+The paper's ``h_T − λ_(i,1) Π_{j>i} λ_(j,2) h̃_i`` subtracts ``(w_i / W) δ_i`` from ``δ``;
+that leaves ``((W − w_i)/W)`` times the composition of the remaining tasks. We divide by
+the remaining weight so the result equals, to float rounding, composing the remaining
+tasks from scratch. It needs only ``δ_i`` and ``w_i``, never the other components.
+
+``S`` and ``W`` are plain tensors that add: components trained in other processes or
+machines can be summed into them (an all-reduce, or files) in any order.
+"""
+
+from collections import OrderedDict
+from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from .tangent import Delta
+
+
+def check_compatible(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same names and shapes."""
+    if a.keys() != b.keys():
+        only_a = sorted(set(a) - set(b))[:5]
+        only_b = sorted(set(b) - set(a))[:5]
+        raise ValueError(
+            f"Incompatible deltas: names differ (only in first: {only_a}, only in second: {only_b}). "
+            "Deltas combine only if they come from TangentModels with the same base network "
+            "and linearized parameters."
+        )
+    wrong = [f"{n}: {tuple(a[n].shape)} vs {tuple(b[n].shape)}" for n in a if a[n].shape != b[n].shape]
+    if wrong:
+        raise ValueError("Incompatible deltas: shapes differ (" + "; ".join(wrong[:5]) + ").")
+
+
+def add_deltas(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> Delta:
+    """``a + b``."""
+    check_compatible(a, b)
+    return OrderedDict((n, a[n] + b[n]) for n in a)
+
+
+def subtract_deltas(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> Delta:
+    """``a − b``."""
+    check_compatible(a, b)
+    return OrderedDict((n, a[n] - b[n]) for n in a)
+
+
+def scale_delta(a: Mapping[str, Tensor], factor: float) -> Delta:
+    """``factor · a``."""
+    return OrderedDict((n, t * factor) for n, t in a.items())
+
+
+def zeros_like_delta(a: Mapping[str, Tensor]) -> Delta:
+    """A delta of zeros with the names and shapes of ``a`` (the pre-trained model)."""
+    return OrderedDict((n, torch.zeros_like(t)) for n, t in a.items())
+
+
+def weighted_sum(deltas: Sequence[Mapping[str, Tensor]], weights: Sequence[float]) -> Delta:
+    """``Σ_i weights[i] · deltas[i]`` (no normalisation)."""
+    if len(deltas) == 0:
+        raise ValueError("weighted_sum needs at least one delta.")
+    if len(deltas) != len(weights):
+        raise ValueError(f"Got {len(deltas)} deltas but {len(weights)} weights.")
+    for other in deltas[1:]:
+        check_compatible(deltas[0], other)
+    return OrderedDict(
+        (n, sum(float(w) * d[n] for w, d in zip(weights, deltas))) for n in deltas[0]
+    )
+
+
+def compose(deltas: Sequence[Mapping[str, Tensor]], weights: Optional[Sequence[float]] = None) -> Delta:
+    """The composed component ``Σ w_i δ_i / Σ w_i`` (default: the plain mean, TMC)."""
+    weights = [1.0] * len(deltas) if weights is None else [float(w) for w in weights]
+    if any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"Composition weights must be non-negative with a positive sum, got {weights}.")
+    total = sum(weights)
+    return weighted_sum(deltas, [w / total for w in weights])
+
+
+class DeltaComposition:
+    """A growing TMC composition: add components one by one, read the composed δ,
+    forget any component exactly.
+
+    What it is for: the state a continual learner keeps between experiences. It holds
+    ``S = Σ w_i δ_i`` and ``W = Σ w_i`` (see the module docstring) plus each component's
+    weight. With ``keep_components=True`` it also keeps every ``δ_i`` (O(T) memory) so
+    that TME can ensemble them and :meth:`forget` needs nothing else; with ``False``
+    memory is O(1) in the number of tasks and :meth:`forget` needs the forgotten ``δ_i``
+    handed back (e.g. from its file).
+    """
+
+    def __init__(self, keep_components: bool = True):
+        self.keep_components = keep_components
+        self._sum: Optional[Delta] = None
+        self._total_weight = 0.0
+        self._weights: "OrderedDict[Hashable, float]" = OrderedDict()
+        self._components: "OrderedDict[Hashable, Delta]" = OrderedDict()
+        self._template: Optional[Delta] = None
+
+    def __len__(self) -> int:
+        return len(self._weights)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._weights
+
+    @property
+    def keys(self) -> List[Hashable]:
+        """Keys of the components currently in the composition, in the order added."""
+        return list(self._weights)
+
+    @property
+    def weights(self) -> Dict[Hashable, float]:
+        """Key -> weight ``w_i`` of every component in the composition."""
+        return dict(self._weights)
+
+    @property
+    def components(self) -> "OrderedDict[Hashable, Delta]":
+        """Key -> ``δ_i`` (only when ``keep_components=True``)."""
+        if not self.keep_components:
+            raise RuntimeError(
+                "This composition keeps only the running sum (keep_components=False); "
+                "individual components are not stored."
+            )
+        return OrderedDict(self._components)
+
+    def add(self, key: Hashable, delta: Mapping[str, Tensor], weight: float = 1.0) -> None:
+        """Add component ``delta`` under ``key`` with weight ``w`` (> 0)."""
+        if key in self._weights:
+            raise KeyError(f"A component with key {key!r} is already in the composition; forget it first.")
+        if not weight > 0:
+            raise ValueError(f"Component weight must be positive, got {weight}.")
+        delta = OrderedDict((n, t.detach()) for n, t in delta.items())
+        if self._template is None:
+            self._template = zeros_like_delta(delta)
+            self._sum = zeros_like_delta(delta)
+        check_compatible(self._template, delta)
+        for name, tensor in delta.items():
+            self._sum[name] += float(weight) * tensor
+        self._total_weight += float(weight)
+        self._weights[key] = float(weight)
+        if self.keep_components:
+            self._components[key] = OrderedDict((n, t.clone()) for n, t in delta.items())
+
+    def composed(self) -> Delta:
+        """The composed ``δ = S / W``; all zeros (the pre-trained model) when empty."""
+        if self._template is None:
+            raise RuntimeError("The composition is empty and has never seen a component.")
+        if not self._weights:
+            return zeros_like_delta(self._template)
+        return scale_delta(self._sum, 1.0 / self._total_weight)
+
+    def composed_with(self, delta: Mapping[str, Tensor], weight: float = 1.0) -> Delta:
+        """``(S + w δ) / (W + w)``: the composition if ``delta`` were added, without adding it."""
+        if self._template is not None:
+            check_compatible(self._template, delta)
+        if not self._weights:
+            return OrderedDict((n, t.detach().clone()) for n, t in delta.items())
+        total = self._total_weight + float(weight)
+        return OrderedDict(
+            (n, (self._sum[n] + float(weight) * t.detach().to(self._sum[n])) / total) for n, t in delta.items()
+        )
+
+    def forget(self, key: Hashable, delta: Optional[Mapping[str, Tensor]] = None) -> None:
+        """Remove component ``key`` exactly: afterwards :meth:`composed` equals the
+        composition of the remaining components. ``delta`` is needed only when the
+        components are not kept."""
+        if key not in self._weights:
+            raise KeyError(f"No component with key {key!r}; present: {self.keys}.")
+        if delta is None:
+            if not self.keep_components:
+                raise ValueError(
+                    f"To forget {key!r} from a composition that keeps no components, pass its delta "
+                    "(e.g. loaded from the component's file)."
+                )
+            delta = self._components[key]
+        check_compatible(self._template, delta)
+        weight = self._weights.pop(key)
+        self._components.pop(key, None)
+        for name, tensor in delta.items():
+            self._sum[name] -= weight * tensor.to(self._sum[name])
+        self._total_weight -= weight
+        if not self._weights:  # clear the rounding residue: nothing is left
+            self._sum = zeros_like_delta(self._template)
+            self._total_weight = 0.0
+
+    def iter_components(self) -> Iterable[tuple]:
+        """``(key, weight, δ_i)`` for every kept component."""
+        for key, delta in self.components.items():
+            yield key, self._weights[key], delta

@@ -1,0 +1,44 @@
+"""The Rescaled Square Loss (Hui & Belkin 2020) that TMC trains its components with."""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class RescaledSquareLoss(nn.Module):
+    """``(1/K)(α([f(x)]_y − β)² + Σ_{i≠y} [f(x)]_i²)``, averaged over the batch.
+
+    What it is for: training tangent components whose logits are on a common scale, so
+    that their weighted sum (TMC) behaves like a softmax ensemble: the true class is
+    pushed to ``β``, every other logit to 0. Use ``β = 25`` for class/task-incremental
+    and ``β = 5`` for data-incremental runs (the paper's values). With ``α = β = 1`` it
+    is ``F.mse_loss(logits, one_hot(y))``.
+
+    Called as ``loss(logits, targets)`` with integer targets, like ``CrossEntropyLoss``.
+    Logits set to ``-inf`` (classes masked out, e.g. by task-incremental evaluation)
+    are left out of the sum and of ``K``: the loss is then the RSL over the allowed
+    classes.
+    """
+
+    def __init__(self, alpha: float = 1.0, beta: float = 25.0):
+        super().__init__()
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+
+    def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
+        if logits.dim() != 2:
+            raise ValueError(f"RescaledSquareLoss expects logits of shape (batch, classes), got {tuple(logits.shape)}.")
+        if targets.dim() != 1 or targets.shape[0] != logits.shape[0]:
+            raise ValueError(
+                f"RescaledSquareLoss expects integer targets of shape ({logits.shape[0]},), got {tuple(targets.shape)}."
+            )
+        num_classes = logits.shape[1]
+        one_hot = F.one_hot(targets.long(), num_classes).to(logits.dtype)
+        allowed = torch.isfinite(logits)
+        safe_logits = torch.where(allowed, logits, torch.zeros_like(logits))
+        weight = (1.0 + (self.alpha - 1.0) * one_hot) * allowed
+        per_sample = (weight * (safe_logits - self.beta * one_hot) ** 2).sum(dim=1)
+        return (per_sample / allowed.sum(dim=1).clamp(min=1)).mean()
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}, beta={self.beta}"

@@ -1,0 +1,206 @@
+"""``TangentPlugin``: Tangent Model Composition as an Avalanche plugin.
+
+It maps Avalanche's training-loop moments onto the TMC algorithm:
+
+* ``before_training_exp``: start a fresh component ``δ_t`` at zero (TMC, TME) or at the
+  composed ``δ`` so far (TMC-Seq), with a fresh optimizer state;
+* ``after_training_exp``: add ``δ_t`` to the :class:`~avalanche_tmc.composition.DeltaComposition`
+  and load the composed ``δ`` into the model;
+* evaluation: the single composed model (TMC, TMC-Seq) or the average of the softmax of
+  the T component models (TME); with task labels, predictions are restricted to the
+  classes of the sample's task (task-incremental learning).
+
+Attach it to any supervised template whose model is a
+:class:`~avalanche_tmc.tangent.TangentModel`; :mod:`avalanche_tmc.strategies` does that.
+"""
+
+from collections import OrderedDict, defaultdict
+from typing import TYPE_CHECKING, Dict, Hashable, List, Optional, Set, Tuple
+
+import torch
+import torch.nn.functional as F
+from avalanche.core import SupervisedPlugin
+
+from .composition import DeltaComposition
+from .ensemble import class_mask, log_softmax_ensemble, mask_logits
+from .tangent import Delta, TangentModel
+
+if TYPE_CHECKING:
+    from avalanche.training.templates import SupervisedTemplate
+
+MODES = ("tmc", "tme", "tmc-seq")
+WEIGHTINGS = ("mean", "samples")
+
+
+def _nll_of_log_probs(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Eval loss of a softmax ensemble: the NLL of its log-probabilities."""
+    return F.nll_loss(log_probs, targets)
+
+
+class TangentPlugin(SupervisedPlugin):
+    """Trains one tangent component per experience and evaluates their composition.
+
+    :param mode: ``"tmc"`` (compose by averaging δ; O(1) inference), ``"tme"`` (same
+        training, evaluation averages the softmax of the components; O(T)), or
+        ``"tmc-seq"`` (each δ_t starts from the previous composed δ; not parallelisable).
+    :param weighting: component weights ``w_t``: ``"mean"`` (1 each: the paper's running
+        mean) or ``"samples"`` (the number of training samples of the experience).
+    :param keep_components: keep every δ_t (needed by TME and by :meth:`forget` without
+        files); ``False`` keeps only the running sum (O(1) memory).
+    :param task_incremental: restrict predictions to the classes of each sample's task.
+        ``None`` (default) turns it on when training has seen more than one task label.
+    :param reset_optimizer_state: start every component with a fresh optimizer state
+        (momentum, Adam moments), as independent training requires.
+    """
+
+    def __init__(
+        self,
+        mode: str = "tmc",
+        *,
+        weighting: str = "mean",
+        keep_components: bool = True,
+        task_incremental: Optional[bool] = None,
+        reset_optimizer_state: bool = True,
+    ):
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}.")
+        if mode == "tme" and not keep_components:
+            raise ValueError("TME ensembles every component: it needs keep_components=True.")
+        self.mode = mode
+        self.weighting = weighting
+        self.task_incremental = task_incremental
+        self.reset_optimizer_state = reset_optimizer_state
+        self.composition = DeltaComposition(keep_components=keep_components)
+        self.task_classes: Dict[int, Set[int]] = defaultdict(set)
+        self._train_task_labels: Set[int] = set()
+        self._in_training_exp = False
+        self._training_delta: Optional[Delta] = None
+        self._pending_weight = 1.0
+        self._saved_criterion = None
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def tangent_model(strategy: "SupervisedTemplate") -> TangentModel:
+        """The strategy's model, checked to be a :class:`TangentModel`."""
+        model = strategy.model
+        if not isinstance(model, TangentModel):
+            raise TypeError(
+                f"TangentPlugin needs the strategy's model to be a TangentModel, got {type(model).__name__}. "
+                "Wrap it: TangentModel(model, num_classes=...)."
+            )
+        return model
+
+    def _record_classes(self, experience) -> None:
+        task = int(getattr(experience, "task_label", 0))
+        self.task_classes[task].update(int(c) for c in experience.classes_in_this_experience)
+
+    def _uses_task_mask(self) -> bool:
+        if self.task_incremental is not None:
+            return self.task_incremental
+        return len(self._train_task_labels) > 1
+
+    def _component_weight(self, strategy: "SupervisedTemplate") -> float:
+        if self.weighting == "samples":
+            return float(len(strategy.experience.dataset))
+        return 1.0
+
+    def _members(self) -> List[Tuple[float, Delta]]:
+        """(weight, δ) of every model the evaluation combines."""
+        members = [(w, d) for _, w, d in self.composition.iter_components()]
+        if self._training_delta is not None:
+            members.append((self._pending_weight, self._training_delta))
+        return members
+
+    def _eval_delta(self) -> Optional[Delta]:
+        """The composed δ to evaluate, including a component still in training."""
+        if self._training_delta is not None:
+            return self.composition.composed_with(self._training_delta, self._pending_weight)
+        return self.composition.composed() if len(self.composition) else None
+
+    # ------------------------------------------------------------------ training
+    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Start a fresh component (zero, or the composed δ for TMC-Seq)."""
+        model = self.tangent_model(strategy)
+        if self.mode == "tmc-seq" and len(self.composition):
+            model.load_delta(self.composition.composed())
+        else:
+            model.zero_delta()
+        if self.reset_optimizer_state:
+            strategy.optimizer.state = defaultdict(dict)
+        self._record_classes(strategy.experience)
+        self._train_task_labels.add(int(getattr(strategy.experience, "task_label", 0)))
+        self._pending_weight = self._component_weight(strategy)
+        self._in_training_exp = True
+
+    def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Add the trained component and load the composition into the model."""
+        model = self.tangent_model(strategy)
+        key = strategy.experience.current_experience
+        if key in self.composition:
+            raise KeyError(
+                f"Experience {key} was already trained and composed; forget it first "
+                "(strategy.forget(exp_id)) to train it again."
+            )
+        self.composition.add(key, model.delta, self._pending_weight)
+        self._in_training_exp = False
+        model.load_delta(self.composition.composed())
+
+    # ------------------------------------------------------------------ evaluation
+    def before_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Load the composed δ (during training: the composition as if training stopped now)."""
+        model = self.tangent_model(strategy)
+        if self._in_training_exp:
+            self._training_delta = model.delta
+        delta = self._eval_delta()
+        if delta is not None:
+            model.load_delta(delta)
+        if self.mode == "tme" and self._members():
+            self._saved_criterion = strategy._criterion
+            strategy._criterion = _nll_of_log_probs
+
+    def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Learn the class set of the evaluated task (task identity is given at test time)."""
+        self._record_classes(strategy.experience)
+
+    def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Replace the output by the TME ensemble and/or apply the task mask."""
+        mask = None
+        if self._uses_task_mask():
+            num_classes = strategy.mb_output.shape[1]
+            mask = class_mask(strategy.mb_task_id.to(strategy.mb_output.device), self.task_classes, num_classes)
+        members = self._members() if self.mode == "tme" else []
+        if members:
+            model = self.tangent_model(strategy)
+            logits = [model.forward_with(strategy.mb_x, delta) for _, delta in members]
+            strategy.mb_output = log_softmax_ensemble(logits, [w for w, _ in members], mask)
+        elif mask is not None:
+            strategy.mb_output = mask_logits(strategy.mb_output, mask)
+
+    def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Restore the criterion and, during training, the component being trained."""
+        if self._saved_criterion is not None:
+            strategy._criterion = self._saved_criterion
+            self._saved_criterion = None
+        if self._training_delta is not None:
+            self.tangent_model(strategy).load_delta(self._training_delta)
+            self._training_delta = None
+
+    # ------------------------------------------------------------------ unlearning
+    @property
+    def components(self) -> "OrderedDict[Hashable, Delta]":
+        """Experience id -> trained component δ (when components are kept)."""
+        return self.composition.components
+
+    def forget(self, model: TangentModel, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
+        """Remove experience ``exp_id`` from the composition and load the result into ``model``."""
+        if self.mode == "tmc-seq":
+            raise ValueError(
+                "TMC-Seq components are not independent: each δ_t started from the composition of "
+                "the tasks before it, so subtracting one does not give the model without that task. "
+                "Use TMCStrategy (parallel components) when you need exact forgetting."
+            )
+        self.composition.forget(exp_id, delta)
+        model.load_delta(self.composition.composed())

@@ -1,0 +1,119 @@
+"""TMC, TME and TMC-Seq as Avalanche strategies: a ``SupervisedTemplate`` plus a
+:class:`~avalanche_tmc.plugin.TangentPlugin`, with keyword-only constructors like
+Avalanche's ``Naive``."""
+
+from collections import OrderedDict
+from typing import Callable, Hashable, List, Optional, Union
+
+import torch
+from avalanche.core import SupervisedPlugin
+from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+from torch.optim import Optimizer
+
+from .losses import RescaledSquareLoss
+from .plugin import TangentPlugin
+from .tangent import Delta, TangentModel
+
+
+class _TangentStrategy(SupervisedTemplate):
+    """Shared constructor of the tangent strategies; subclasses fix ``mode``."""
+
+    mode = "tmc"
+
+    def __init__(
+        self,
+        *,
+        model: TangentModel,
+        optimizer: Optional[Optimizer] = None,
+        criterion: Optional[Callable] = None,
+        lr: float = 1e-4,
+        beta: float = 25.0,
+        weighting: str = "mean",
+        keep_components: bool = True,
+        task_incremental: Optional[bool] = None,
+        train_mb_size: int = 32,
+        train_epochs: int = 1,
+        eval_mb_size: Optional[int] = None,
+        device: Union[str, torch.device] = "cpu",
+        plugins: Optional[List[SupervisedPlugin]] = None,
+        evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
+        eval_every: int = -1,
+        **base_kwargs,
+    ):
+        """
+        :param model: a :class:`TangentModel` (wrap your pre-trained network in one).
+        :param optimizer: defaults to ``Adam(model.delta_parameters(), lr=lr)`` (the paper).
+            Its state is reset at every experience: each component trains from scratch.
+        :param criterion: defaults to ``RescaledSquareLoss(alpha=1, beta=beta)``.
+        :param lr: learning rate of the default optimizer.
+        :param beta: RSL target value: 25 for class/task-incremental, 5 for data-incremental.
+        :param weighting: ``"mean"`` (paper) or ``"samples"`` component weights.
+        :param keep_components: keep every δ_t (for ``components``/``forget``);
+            ``False`` keeps O(1) memory.
+        :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
+        :param train_mb_size, train_epochs, eval_mb_size, device, plugins, evaluator,
+            eval_every, base_kwargs: as in Avalanche's ``Naive``.
+        """
+        if not isinstance(model, TangentModel):
+            raise TypeError(
+                f"{type(self).__name__} needs a TangentModel, got {type(model).__name__}. "
+                "Wrap the pre-trained network: TangentModel(net, num_classes=...)."
+            )
+        if optimizer is None:
+            optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr)
+        if criterion is None:
+            criterion = RescaledSquareLoss(alpha=1.0, beta=beta)
+        self.tangent_plugin = TangentPlugin(
+            self.mode, weighting=weighting, keep_components=keep_components, task_incremental=task_incremental
+        )
+        super().__init__(
+            model=model,
+            optimizer=optimizer,
+            criterion=criterion,
+            train_mb_size=train_mb_size,
+            train_epochs=train_epochs,
+            eval_mb_size=eval_mb_size,
+            device=device,
+            plugins=[self.tangent_plugin, *(plugins or [])],
+            evaluator=evaluator,
+            eval_every=eval_every,
+            **base_kwargs,
+        )
+
+    @property
+    def components(self) -> "OrderedDict[Hashable, Delta]":
+        """Experience id -> trained component δ_t."""
+        return self.tangent_plugin.components
+
+    @property
+    def composed_delta(self) -> Delta:
+        """The composed δ the strategy evaluates (TMC, TMC-Seq)."""
+        return self.tangent_plugin.composition.composed()
+
+    def forget(self, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
+        """Unlearn experience ``exp_id`` at zero cost: the strategy then evaluates the
+        composition of the remaining experiences. ``delta`` is needed only with
+        ``keep_components=False``."""
+        self.tangent_plugin.forget(self.model, exp_id, delta)
+
+
+class TMCStrategy(_TangentStrategy):
+    """Tangent Model Composition: each experience trains its own δ_t from the pre-trained
+    point; evaluation uses the single model of the averaged δ (O(1) in the tasks)."""
+
+    mode = "tmc"
+
+
+class TMEStrategy(_TangentStrategy):
+    """Tangent Model Ensembling: TMC's training, but evaluation averages the softmax of
+    the T component models (O(T) inference, usually a little more accurate)."""
+
+    mode = "tme"
+
+
+class TMCSeqStrategy(_TangentStrategy):
+    """TMC-Seq: δ_t starts from the composed δ of the previous tasks (sequential, not
+    parallelisable; components are not independent, so ``forget`` is refused)."""
+
+    mode = "tmc-seq"

@@ -1,0 +1,245 @@
+"""Tangent models: the first-order Taylor expansion of a network around its weights.
+
+``TangentModel(model)`` computes ``h_δ(x) = f_w(x) + J_w f(x)·δ`` where ``w`` are the
+(frozen) pre-trained weights and ``δ`` the only trainable tensors. The Jacobian-vector
+product is taken in one forward-mode pass (``torch.func.jvp`` over
+``torch.func.functional_call``), so a training step costs about two forwards and one
+backward. Because ``h_δ`` is linear in ``δ``, any weighted sum of tangent models around
+the same ``w`` is again a tangent model (:mod:`avalanche_tmc.composition`).
+
+This module imports torch only; it knows nothing of Avalanche.
+"""
+
+import hashlib
+from collections import OrderedDict
+from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, jvp
+
+Delta = Dict[str, Tensor]
+"""A tangent component: linearized parameter name -> perturbation of that parameter."""
+
+LinearizeSpec = Union[str, Sequence[str], Callable[[str], bool]]
+
+
+def find_head(model: nn.Module) -> str:
+    """Name of the classification layer of ``model``: the last ``nn.Linear`` it registers.
+
+    That is ``fc`` for torchvision ResNets, ``classifier.1`` for EfficientNets,
+    ``heads.head`` for torchvision ViTs, ``classifier`` / ``head`` for timm models.
+    """
+    linear_names = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not linear_names:
+        raise ValueError(
+            "Could not find a classification head: the model has no nn.Linear layer. "
+            "Pass head='<module name>' naming the layer that produces the logits."
+        )
+    return linear_names[-1]
+
+
+def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, new)
+
+
+def _new_head(old: nn.Module, num_classes: int, seed: int) -> nn.Linear:
+    if not isinstance(old, nn.Linear):
+        raise TypeError(
+            f"The head to replace must be an nn.Linear, got {type(old).__name__}. "
+            "Pass head='<name of the final nn.Linear>' or replace the head yourself."
+        )
+    # A seeded initialisation: every process that builds the same TangentModel gets the
+    # same base point w, so components trained apart can still be composed.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
+    return head.to(device=old.weight.device, dtype=old.weight.dtype)
+
+
+def _select_linearized(
+    names: Sequence[str], head: str, linearize: LinearizeSpec, start_at: Optional[str]
+) -> Tuple[str, ...]:
+    def under(name: str, prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    if callable(linearize):
+        chosen = [n for n in names if linearize(n)]
+    elif linearize == "all":
+        chosen = list(names)
+    elif linearize == "head":
+        chosen = [n for n in names if under(n, head)]
+    elif isinstance(linearize, str):
+        raise ValueError(
+            f"linearize={linearize!r} is not understood: use 'all', 'head', a list of "
+            "module-name prefixes, or a callable name -> bool."
+        )
+    else:
+        prefixes = list(linearize)
+        chosen = [n for n in names if any(under(n, p) for p in prefixes)]
+    if start_at is not None:
+        starts = [i for i, n in enumerate(names) if under(n, start_at)]
+        if not starts:
+            raise ValueError(f"start_at={start_at!r} names no parameter of the model.")
+        keep = set(names[starts[0]:])
+        chosen = [n for n in chosen if n in keep]
+    if not chosen:
+        raise ValueError("No parameter is linearized: check `linearize` and `start_at`.")
+    return tuple(chosen)
+
+
+class TangentModel(nn.Module):
+    """A network linearized around its current weights: ``f_w(x) + J_w f(x)·δ``.
+
+    What it is for: training task components ``δ_t`` that compose by plain arithmetic
+    (TMC). All weights of ``model`` are frozen; the trainable parameters are ``δ``, one
+    tensor per linearized parameter, starting at exactly zero so that a fresh tangent
+    model equals ``f_w``.
+
+    The wrapped network always runs in eval mode, in the primal and the tangent pass
+    alike: BatchNorm uses its running statistics and dropout is off (the tangent model
+    lives around the fixed function ``f_w``). ``train()``/``eval()`` on the wrapper only
+    flip its own ``training`` flag.
+
+    :param model: any ``nn.Module`` (torchvision, timm, your own) holding pre-trained
+        weights ``w``. It is modified in place when ``num_classes`` is given.
+    :param num_classes: if given, the head is replaced by a new ``nn.Linear`` with this
+        many outputs (initialised from ``head_seed``); the new head is part of ``w``.
+    :param head: module name of the classification layer; default: the last nn.Linear.
+    :param linearize: which parameters get a ``δ``: ``"all"`` (default), ``"head"``
+        (head only: TMC-FC), a list of module-name prefixes, or a callable on names.
+        Parameters left out stay frozen at ``w``.
+    :param start_at: linearize only parameters registered at or after this module
+        (e.g. ``"layer1"`` for a ResNet leaves the stem out, as the official code does).
+    :param head_seed: seed of the new head's initialisation.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        num_classes: Optional[int] = None,
+        *,
+        head: Optional[str] = None,
+        linearize: LinearizeSpec = "all",
+        start_at: Optional[str] = None,
+        head_seed: int = 0,
+    ):
+        super().__init__()
+        head = head if head is not None else find_head(model)
+        if num_classes is not None:
+            _set_submodule(model, head, _new_head(model.get_submodule(head), num_classes, head_seed))
+        model.eval()
+        model.requires_grad_(False)
+        self.model = model
+        self.head_name = head
+        names = [n for n, _ in model.named_parameters()]
+        self.linearized_names: Tuple[str, ...] = _select_linearized(names, head, linearize, start_at)
+        base = dict(model.named_parameters())
+        self.delta_params = nn.ParameterList(
+            [nn.Parameter(torch.zeros_like(base[n])) for n in self.linearized_names]
+        )
+
+    # ------------------------------------------------------------------ forward
+    def train(self, mode: bool = True) -> "TangentModel":
+        """Set the wrapper's flag only: the linearized network stays in eval mode."""
+        self.training = mode
+        self.model.eval()
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``f_w(x) + J_w f(x)·δ`` with this model's own ``δ``."""
+        return self.forward_with(x, self.delta_params)
+
+    def forward_with(self, x: Tensor, delta: Union[Mapping[str, Tensor], Sequence[Tensor]]) -> Tensor:
+        """``f_w(x) + J_w f(x)·δ`` for a given ``δ`` (a :data:`Delta` or tensors in
+        ``linearized_names`` order), without touching this model's own ``δ``."""
+        if isinstance(delta, Mapping):
+            self.check_delta(delta)
+            tangents = tuple(delta[n] for n in self.linearized_names)
+        else:
+            tangents = tuple(delta)
+        base = dict(self.model.named_parameters())
+        primals = tuple(base[n] for n in self.linearized_names)
+        tangents = tuple(t.to(dtype=p.dtype, device=p.device) for t, p in zip(tangents, primals))
+        names = self.linearized_names
+
+        def f(*linearized: Tensor) -> Tensor:
+            return functional_call(self.model, dict(zip(names, linearized)), (x,))
+
+        output, jvp_output = jvp(f, primals, tangents)
+        if not isinstance(output, Tensor):
+            raise TypeError(
+                f"TangentModel needs a model that returns one tensor of logits, got {type(output).__name__}."
+            )
+        return output + jvp_output
+
+    @torch.no_grad()
+    def base_forward(self, x: Tensor) -> Tensor:
+        """``f_w(x)``: the pre-trained network alone (eval mode)."""
+        return self.model(x)
+
+    # ------------------------------------------------------------------ delta
+    @property
+    def delta(self) -> Delta:
+        """A detached copy of the current ``δ``: linearized parameter name -> tensor."""
+        return OrderedDict((n, p.detach().clone()) for n, p in zip(self.linearized_names, self.delta_params))
+
+    def delta_parameters(self) -> Iterator[nn.Parameter]:
+        """The trainable tensors (what an optimizer should see)."""
+        return iter(self.delta_params)
+
+    def delta_shapes(self) -> Dict[str, torch.Size]:
+        """Name -> shape of every linearized parameter (what a compatible δ must have)."""
+        return {n: p.shape for n, p in zip(self.linearized_names, self.delta_params)}
+
+    def check_delta(self, delta: Mapping[str, Tensor]) -> None:
+        """Raise ``ValueError`` unless ``delta`` has exactly this model's names and shapes."""
+        expected = self.delta_shapes()
+        missing = [n for n in expected if n not in delta]
+        unexpected = [n for n in delta if n not in expected]
+        wrong = [
+            f"{n}: got {tuple(delta[n].shape)}, expected {tuple(s)}"
+            for n, s in expected.items()
+            if n in delta and delta[n].shape != s
+        ]
+        if missing or unexpected or wrong:
+            parts = []
+            if missing:
+                parts.append(f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+            if unexpected:
+                parts.append(f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+            if wrong:
+                parts.append("wrong shapes " + "; ".join(wrong[:5]))
+            raise ValueError(
+                "This delta does not fit the TangentModel (" + ", ".join(parts) + "). A delta "
+                "only fits a TangentModel built from the same network, head size and "
+                "`linearize`/`start_at` choice."
+            )
+
+    @torch.no_grad()
+    def load_delta(self, delta: Mapping[str, Tensor]) -> None:
+        """Copy ``delta`` into this model's ``δ`` (checked for names and shapes)."""
+        self.check_delta(delta)
+        for name, param in zip(self.linearized_names, self.delta_params):
+            param.copy_(delta[name])
+
+    @torch.no_grad()
+    def zero_delta(self) -> None:
+        """Reset ``δ`` to zero: the model becomes ``f_w`` again."""
+        for param in self.delta_params:
+            param.zero_()
+
+    def base_fingerprint(self) -> str:
+        """SHA-256 of the base point ``w`` (names, shapes, values of parameters and
+        buffers) and of the linearized names: components fit together only if their
+        fingerprints agree."""
+        digest = hashlib.sha256()
+        digest.update("\n".join(self.linearized_names).encode())
+        state = self.model.state_dict()
+        for name in sorted(state):
+            tensor = state[name].detach().to("cpu").contiguous()
+            digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        return digest.hexdigest()

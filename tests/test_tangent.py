@@ -1,0 +1,163 @@
+"""TangentModel against independent computations of f_w and J·δ."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, jacrev
+
+from avalanche_tmc import TangentModel
+from conftest import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
+
+
+def jacobian_times_delta(tm: TangentModel, x: torch.Tensor, delta) -> torch.Tensor:
+    """J_w f(x)·δ from the full reverse-mode Jacobian (torch.func.jacrev)."""
+    base = dict(tm.model.named_parameters())
+    names = tm.linearized_names
+
+    def f(*params):
+        return functional_call(tm.model, dict(zip(names, params)), (x,))
+
+    jac = jacrev(f, argnums=tuple(range(len(names))))(*(base[n] for n in names))
+    out = 0
+    for name, j in zip(names, jac):
+        d = delta[name]
+        out = out + (j * d).reshape(*j.shape[: j.dim() - d.dim()], -1).sum(-1)
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda: randomize_batchnorm(TinyResNet()), TinyTransformer])
+def test_zero_delta_is_exactly_the_base_model(make):
+    torch.manual_seed(1)
+    net = make()
+    reference = copy.deepcopy(net).eval()
+    tm = TangentModel(net)
+    x = torch.randn(5, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.equal(tm(x), reference(x))
+
+
+@pytest.mark.parametrize("make", [lambda: randomize_batchnorm(TinyResNet()), TinyTransformer])
+def test_tangent_output_matches_jacrev_jvp(make):
+    torch.manual_seed(2)
+    tm = TangentModel(make()).double()
+    x = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    delta = random_delta(tm, scale=0.05, seed=3)
+    tm.load_delta(delta)
+    with torch.no_grad():
+        got = tm(x) - tm.base_forward(x)
+    expected = jacobian_times_delta(tm, x, delta)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-10)
+    assert expected.abs().max() > 1e-3  # the check is not vacuous
+
+
+def test_tangent_output_matches_finite_differences(tiny_resnet):
+    tm = TangentModel(tiny_resnet).double()
+    x = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    delta = random_delta(tm, scale=1.0, seed=4)
+    eps = 1e-6
+    shifted = copy.deepcopy(tm.model)
+    with torch.no_grad():
+        for name, p in shifted.named_parameters():
+            p.add_(eps * delta[name])
+        fd = (shifted(x) - tm.model(x)) / eps
+        tm.load_delta(delta)
+        jvp = tm(x) - tm.base_forward(x)
+    torch.testing.assert_close(jvp, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_batchnorm_uses_running_statistics_even_in_train_mode(tiny_resnet):
+    reference = copy.deepcopy(tiny_resnet).eval()
+    tm = TangentModel(tiny_resnet)
+    tm.train()
+    assert tm.training and not tm.model.training
+    x = torch.randn(6, 1, 8, 8)
+    before = tm.model.stem[1].running_mean.clone()
+    out = tm(x)
+    torch.testing.assert_close(out, reference(x))
+    assert torch.equal(tm.model.stem[1].running_mean, before)
+
+
+def test_output_is_linear_in_delta(tiny_transformer):
+    tm = TangentModel(tiny_transformer).double()
+    x = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    d1, d2 = random_delta(tm, seed=5), random_delta(tm, seed=6)
+    a, b = 0.7, -1.3
+    with torch.no_grad():
+        base = tm.base_forward(x)
+        h1 = tm.forward_with(x, d1) - base
+        h2 = tm.forward_with(x, d2) - base
+        combo = {n: a * d1[n] + b * d2[n] for n in d1}
+        h12 = tm.forward_with(x, combo) - base
+    torch.testing.assert_close(h12, a * h1 + b * h2, rtol=1e-10, atol=1e-12)
+
+
+def test_new_head_is_seeded_and_sized():
+    a = TangentModel(TinyResNet(num_classes=3), num_classes=7, head_seed=11)
+    b = TangentModel(TinyResNet(num_classes=3), num_classes=7, head_seed=11)
+    assert a.model.fc.out_features == 7
+    torch.testing.assert_close(a.model.fc.weight, b.model.fc.weight)
+    assert set(a.delta_shapes()) == {n for n, _ in a.model.named_parameters()}
+
+
+def test_head_only_is_a_linear_head_on_frozen_features(tiny_resnet):
+    tm = TangentModel(tiny_resnet, num_classes=5, linearize="head")
+    assert tm.linearized_names == ("fc.weight", "fc.bias")
+    delta = random_delta(tm, seed=7)
+    tm.load_delta(delta)
+    x = torch.randn(4, 1, 8, 8)
+    features = {}
+
+    def keep_features(module, inputs, output):
+        features["h"] = inputs[0]
+
+    tm.model.fc.register_forward_hook(keep_features)
+    with torch.no_grad():
+        base = tm.base_forward(x)
+        expected = base + features["h"] @ delta["fc.weight"].T + delta["fc.bias"]
+        got = tm(x)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_start_at_leaves_the_stem_out(tiny_resnet):
+    tm = TangentModel(tiny_resnet, start_at="block")
+    assert not any(n.startswith("stem") for n in tm.linearized_names)
+    assert "fc.weight" in tm.linearized_names and "block.0.weight" in tm.linearized_names
+    with pytest.raises(ValueError, match="start_at"):
+        TangentModel(TinyResNet(), start_at="nonexistent")
+
+
+def test_only_delta_receives_gradients(tiny_resnet):
+    tm = TangentModel(tiny_resnet)
+    tm(torch.randn(2, 1, 8, 8)).square().sum().backward()
+    assert all(p.grad is not None for p in tm.delta_parameters())
+    assert all(p.grad is None for p in tm.model.parameters())
+
+
+def test_delta_roundtrip_and_bad_delta_errors(tiny_resnet):
+    tm = TangentModel(tiny_resnet)
+    delta = random_delta(tm, seed=8)
+    tm.load_delta(delta)
+    for name, value in tm.delta.items():
+        assert torch.equal(value, delta[name])
+    bad_shape = dict(delta, **{"fc.weight": torch.zeros(9, 9)})
+    with pytest.raises(ValueError, match="wrong shapes"):
+        tm.load_delta(bad_shape)
+    missing = {k: v for k, v in delta.items() if k != "fc.bias"}
+    with pytest.raises(ValueError, match="missing"):
+        tm.load_delta(missing)
+    tm.zero_delta()
+    assert all(torch.count_nonzero(v) == 0 for v in tm.delta.values())
+
+
+def test_fingerprint_tracks_the_base_point(tiny_resnet):
+    a = TangentModel(copy.deepcopy(tiny_resnet), num_classes=4)
+    b = TangentModel(copy.deepcopy(tiny_resnet), num_classes=4)
+    c = TangentModel(copy.deepcopy(tiny_resnet), num_classes=4, head_seed=1)
+    assert a.base_fingerprint() == b.base_fingerprint() != c.base_fingerprint()
+
+
+def test_model_without_linear_head_needs_an_explicit_head():
+    with pytest.raises(ValueError, match="head="):
+        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)))
