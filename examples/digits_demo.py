@@ -93,9 +93,16 @@ def pretrain_backbone(x: np.ndarray, y: np.ndarray, epochs: int = 30, seed: int 
     return model.eval()
 
 
+def classes_per_experience(num_classes: int, n_experiences: int) -> List[int]:
+    """Class counts per experience that use every class; the first ones take the remainder."""
+    base, extra = divmod(num_classes, n_experiences)
+    return [base + (1 if i < extra else 0) for i in range(n_experiences)]
+
+
 def make_benchmark(train, test, n_experiences: int = 5, task_labels: bool = False, seed: int = 0):
     """Avalanche class-incremental (or, with ``task_labels``, task-incremental) benchmark
     with global class ids (one fixed head over all classes)."""
+    counts = classes_per_experience(len(np.unique(train[1])), n_experiences)
     return nc_benchmark(
         _tensor_dataset(*train),
         _tensor_dataset(*test),
@@ -104,6 +111,7 @@ def make_benchmark(train, test, n_experiences: int = 5, task_labels: bool = Fals
         seed=seed,
         class_ids_from_zero_in_each_exp=False,
         class_ids_from_zero_from_first_exp=False,
+        per_exp_classes=dict(enumerate(counts)),
     )
 
 
