@@ -37,7 +37,59 @@ def _nll_of_log_probs(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.T
     return F.nll_loss(log_probs, targets)
 
 
-class TangentPlugin(SupervisedPlugin):
+class TaskMaskPlugin(SupervisedPlugin):
+    """Task-incremental evaluation for any strategy: each sample's prediction is
+    restricted to the classes of its task (the task label is known at test time).
+
+    What it is for: a fair task-IL comparison of models with one fixed head over all
+    classes (TMC and the baselines alike). It records which classes each task label
+    has (from training and evaluation experiences) and sets the other logits to
+    ``-inf`` after every evaluation forward.
+
+    :param task_incremental: ``True``/``False`` forces masking on/off; ``None``
+        (default) masks when training has seen more than one task label.
+    """
+
+    def __init__(self, task_incremental: Optional[bool] = None):
+        super().__init__()
+        self.task_incremental = task_incremental
+        self.task_classes: Dict[int, Set[int]] = defaultdict(set)
+        self._train_task_labels: Set[int] = set()
+
+    def _record_classes(self, experience) -> int:
+        task = int(getattr(experience, "task_label", 0))
+        self.task_classes[task].update(int(c) for c in experience.classes_in_this_experience)
+        return task
+
+    def uses_task_mask(self) -> bool:
+        """Whether evaluation restricts predictions to the task's classes."""
+        if self.task_incremental is not None:
+            return self.task_incremental
+        return len(self._train_task_labels) > 1
+
+    def eval_mask(self, strategy: "SupervisedTemplate") -> Optional[torch.Tensor]:
+        """(batch, classes) mask of the allowed classes of the current minibatch, or None."""
+        if not self.uses_task_mask():
+            return None
+        output = strategy.mb_output
+        return class_mask(strategy.mb_task_id.to(output.device), self.task_classes, output.shape[1])
+
+    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Remember the experience's task label and classes."""
+        self._train_task_labels.add(self._record_classes(strategy.experience))
+
+    def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Learn the class set of the evaluated task (task identity is given at test time)."""
+        self._record_classes(strategy.experience)
+
+    def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Mask the logits outside the sample's task."""
+        mask = self.eval_mask(strategy)
+        if mask is not None:
+            strategy.mb_output = mask_logits(strategy.mb_output, mask)
+
+
+class TangentPlugin(TaskMaskPlugin):
     """Trains one tangent component per experience and evaluates their composition.
 
     :param mode: ``"tmc"`` (compose by averaging δ; O(1) inference), ``"tme"`` (same
@@ -62,7 +114,7 @@ class TangentPlugin(SupervisedPlugin):
         task_incremental: Optional[bool] = None,
         reset_optimizer_state: bool = True,
     ):
-        super().__init__()
+        super().__init__(task_incremental)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
         if weighting not in WEIGHTINGS:
@@ -71,11 +123,8 @@ class TangentPlugin(SupervisedPlugin):
             raise ValueError("TME ensembles every component: it needs keep_components=True.")
         self.mode = mode
         self.weighting = weighting
-        self.task_incremental = task_incremental
         self.reset_optimizer_state = reset_optimizer_state
         self.composition = DeltaComposition(keep_components=keep_components)
-        self.task_classes: Dict[int, Set[int]] = defaultdict(set)
-        self._train_task_labels: Set[int] = set()
         self._in_training_exp = False
         self._training_delta: Optional[Delta] = None
         self._pending_weight = 1.0
@@ -92,15 +141,6 @@ class TangentPlugin(SupervisedPlugin):
                 "Wrap it: TangentModel(model, num_classes=...)."
             )
         return model
-
-    def _record_classes(self, experience) -> None:
-        task = int(getattr(experience, "task_label", 0))
-        self.task_classes[task].update(int(c) for c in experience.classes_in_this_experience)
-
-    def _uses_task_mask(self) -> bool:
-        if self.task_incremental is not None:
-            return self.task_incremental
-        return len(self._train_task_labels) > 1
 
     def _component_weight(self, strategy: "SupervisedTemplate") -> float:
         if self.weighting == "samples":
@@ -130,8 +170,7 @@ class TangentPlugin(SupervisedPlugin):
             model.zero_delta()
         if self.reset_optimizer_state:
             strategy.optimizer.state = defaultdict(dict)
-        self._record_classes(strategy.experience)
-        self._train_task_labels.add(int(getattr(strategy.experience, "task_label", 0)))
+        super().before_training_exp(strategy, **kwargs)
         self._pending_weight = self._component_weight(strategy)
         self._in_training_exp = True
 
@@ -161,23 +200,20 @@ class TangentPlugin(SupervisedPlugin):
             self._saved_criterion = strategy._criterion
             strategy._criterion = _nll_of_log_probs
 
-    def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Learn the class set of the evaluated task (task identity is given at test time)."""
-        self._record_classes(strategy.experience)
-
     def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Replace the output by the TME ensemble and/or apply the task mask."""
-        mask = None
-        if self._uses_task_mask():
-            num_classes = strategy.mb_output.shape[1]
-            mask = class_mask(strategy.mb_task_id.to(strategy.mb_output.device), self.task_classes, num_classes)
+        """TME: replace the output by the softmax ensemble; then (task-IL) restrict it to
+        the task's classes. The ensemble averages each member's softmax over all classes
+        and the mask selects the task's outputs afterwards, as for a single model;
+        masking members first would renormalise the near-uniform outputs of components
+        that never saw the task and let their noise outvote the one that did."""
         members = self._members() if self.mode == "tme" else []
-        if members:
-            model = self.tangent_model(strategy)
-            logits = [model.forward_with(strategy.mb_x, delta) for _, delta in members]
-            strategy.mb_output = log_softmax_ensemble(logits, [w for w, _ in members], mask)
-        elif mask is not None:
-            strategy.mb_output = mask_logits(strategy.mb_output, mask)
+        if not members:
+            super().after_eval_forward(strategy, **kwargs)
+            return
+        model = self.tangent_model(strategy)
+        logits = [model.forward_with(strategy.mb_x, delta) for _, delta in members]
+        weights = [w for w, _ in members]
+        strategy.mb_output = mask_logits(log_softmax_ensemble(logits, weights), self.eval_mask(strategy))
 
     def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Restore the criterion and, during training, the component being trained."""

@@ -26,7 +26,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy, TMEStrategy
+from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMCStrategy, TMEStrategy
 
 STRATEGIES = {"tmc": TMCStrategy, "tme": TMEStrategy, "tmc-seq": TMCSeqStrategy}
 
@@ -146,7 +146,7 @@ def run_method(
         net.fc = nn.Linear(net.fc.in_features, 10)
         strategy = Naive(
             model=net, optimizer=torch.optim.Adam(net.parameters(), lr=lr or 1e-3),
-            criterion=nn.CrossEntropyLoss(), **common,
+            criterion=nn.CrossEntropyLoss(), plugins=[TaskMaskPlugin()], **common,
         )
     else:
         model = TangentModel(net, num_classes=10)
@@ -171,6 +171,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--methods", default="naive,tmc,tme,tmc-seq")
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam lr of the tangent methods")
     parser.add_argument("--experiences", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="Avalanche's interactive logger")
@@ -186,6 +187,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, float]:
         for method in args.methods.split(","):
             start = time.time()
             final, curve = run_method(method, benchmark, backbone, epochs=args.epochs,
+                                      lr=None if method == "naive" else args.lr,
                                       verbose=args.verbose, seed=args.seed)
             results[(scenario, method)] = final
             print(f"{scenario:9s} {method:8s} final acc {final:.3f}  after each exp "

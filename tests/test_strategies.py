@@ -20,7 +20,6 @@ from avalanche_tmc import (
     TMCStrategy,
     TMEStrategy,
     compose,
-    log_softmax_ensemble,
 )
 from conftest import TinyResNet
 from examples.digits_demo import load_digits_splits, make_benchmark
@@ -110,19 +109,24 @@ def test_sample_weighting_composes_by_experience_size(digits, backbone):
     assert_deltas_close(strategy.model.delta, expected)
 
 
-def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=3)
+@pytest.mark.parametrize("task_labels", [False, True])
+def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone, task_labels):
+    bm = make_benchmark(*digits, n_experiences=3, task_labels=task_labels)
     strategy = make_strategy(TMEStrategy, backbone)
     train_all(strategy, bm.train_stream)
     metrics = strategy.eval(bm.test_stream)
     deltas = list(strategy.components.values())
     for exp in bm.test_stream:
-        expected = by_hand_accuracy(
-            strategy.model, exp,
-            lambda m, x: log_softmax_ensemble([m.forward_with(x, d) for d in deltas]),
-        )
-        got = metrics[f"Top1_Acc_Exp/eval_phase/test_stream/Task000/Exp{exp.current_experience:03d}"]
-        assert got == pytest.approx(expected, abs=1e-6)
+        allowed = torch.zeros(10, dtype=torch.bool)
+        allowed[sorted(exp.classes_in_this_experience) if task_labels else slice(None)] = True
+
+        def ensemble_then_select(m, x):
+            probs = torch.stack([torch.softmax(m.forward_with(x, d), dim=1) for d in deltas]).mean(0)
+            return probs.masked_fill(~allowed, -1.0)
+
+        expected = by_hand_accuracy(strategy.model, exp, ensemble_then_select)
+        key = f"Top1_Acc_Exp/eval_phase/test_stream/Task{exp.task_label:03d}/Exp{exp.current_experience:03d}"
+        assert metrics[key] == pytest.approx(expected, abs=1e-6)
 
 
 def test_task_incremental_evaluation_masks_to_the_task_classes(digits, backbone):
