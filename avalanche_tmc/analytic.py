@@ -1,0 +1,197 @@
+"""Training-free continual heads composed through sufficient statistics, as Avalanche strategies.
+
+``AnalyticHeadStrategy`` keeps a network frozen and, for every experience, computes the
+statistics of :mod:`avalanche_tmc.statistics` from one pass over its data (no SGD). The
+head is re-solved in closed form from the *sum* of the experiences' statistics:
+
+* ``head="ridge"``: ridge regression onto one-hot targets, λ by GCV on the training
+  statistics (optionally on a fixed random ReLU projection of the features: with
+  ``projection_dim`` it is a RanPAC-style head);
+* ``head="ncm"``: cosine similarity to the class means (SimpleCIL style).
+
+Each experience's statistics are independent of the others (train tasks in parallel,
+anywhere), memory is fixed whatever the number of tasks, and ``forget(exp_id)`` removes
+an experience exactly: the head equals the one solved without that experience.
+"""
+
+import copy
+from collections import OrderedDict
+from typing import Callable, Hashable, List, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from avalanche.core import SupervisedPlugin
+from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+from torch import Tensor, nn
+
+from .plugin import TaskMaskPlugin
+from .statistics import HeadStats, RandomReLUFeatures, StatisticsComposition, add_statistics, class_means
+from .statistics import head_statistics, ridge_head
+from .tangent import find_head
+
+HEADS = ("ridge", "ncm")
+
+
+def penultimate(model: nn.Module, head: Optional[str] = None) -> nn.Module:
+    """A frozen copy of ``model`` whose classification layer is replaced by the identity,
+    so that it outputs the head's input features."""
+    features = copy.deepcopy(model)
+    name = head if head is not None else find_head(features)
+    parent_name, _, child = name.rpartition(".")
+    setattr(features.get_submodule(parent_name) if parent_name else features, child, nn.Identity())
+    return features.eval().requires_grad_(False)
+
+
+class AnalyticClassifier(nn.Module):
+    """Frozen features -> optional random ReLU projection -> a head solved in closed form.
+
+    :param features: a network producing (batch, D) features (e.g. :func:`penultimate`).
+    :param num_classes: size of the output.
+    :param projection_dim: if given, features go through a fixed seeded
+        :class:`RandomReLUFeatures` of this width first (RanPAC style).
+    :param head: ``"ridge"`` or ``"ncm"``.
+    """
+
+    def __init__(self, features: nn.Module, num_classes: int, *, projection_dim: Optional[int] = None,
+                 head: str = "ridge", seed: int = 0):
+        super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}.")
+        self.features = features.eval().requires_grad_(False)
+        self.num_classes = num_classes
+        self.head = head
+        self.projection_dim = projection_dim
+        self.seed = seed
+        self.projection: Optional[RandomReLUFeatures] = None
+        self.register_buffer("weight", torch.zeros(0))
+        self.register_buffer("means", torch.zeros(0))
+        self.ridge_lambda: Optional[float] = None
+
+    def train(self, mode: bool = True) -> "AnalyticClassifier":
+        """Set the wrapper's flag only: the feature network stays in eval mode."""
+        self.training = mode
+        self.features.eval()
+        return self
+
+    def embed(self, x: Tensor) -> Tensor:
+        """The features the head sees (projected when asked; a constant 1 appended for
+        the ridge head's bias)."""
+        with torch.no_grad():
+            phi = self.features(x).flatten(1)
+            if self.projection_dim is not None:
+                if self.projection is None:
+                    self.projection = RandomReLUFeatures(phi.shape[1], self.projection_dim, self.seed).to(phi.device)
+                phi = self.projection(phi)
+            if self.head == "ridge":
+                phi = torch.cat([phi, torch.ones_like(phi[:, :1])], dim=1)
+        return phi
+
+    def fit(self, stats: HeadStats, ridge_lambda: Optional[float] = None) -> None:
+        """Solve the head from (summed) statistics."""
+        if self.head == "ridge":
+            weight, self.ridge_lambda = ridge_head(stats, ridge_lambda)
+            self.weight = weight.to(torch.float32)
+        else:
+            means = class_means(stats)
+            means[stats["class_count"] == 0] = float("nan")  # never seen: never predicted
+            self.means = means.to(torch.float32)
+
+    def scores(self, phi: Tensor) -> Tensor:
+        """Class scores of embedded features."""
+        if self.head == "ridge":
+            if self.weight.numel() == 0:
+                return phi.new_zeros(len(phi), self.num_classes)
+            return phi @ self.weight
+        if self.means.numel() == 0:
+            return phi.new_zeros(len(phi), self.num_classes)
+        cosine = F.normalize(phi, dim=1) @ F.normalize(self.means.nan_to_num(0.0), dim=1).T
+        return cosine.masked_fill(torch.isnan(self.means[:, 0]).unsqueeze(0), -2.0)  # below any cosine
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.scores(self.embed(x))
+
+
+class AnalyticHeadStrategy(SupervisedTemplate):
+    """A training-free continual learner: statistics per experience, summed, head in closed form.
+
+    Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
+    the exact statistics). ``components`` maps experience id -> its statistics and
+    ``forget(exp_id)`` removes one exactly.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: AnalyticClassifier,
+        criterion: Callable = nn.CrossEntropyLoss(),
+        ridge_lambda: Optional[float] = None,
+        keep_components: bool = True,
+        task_incremental: Optional[bool] = None,
+        train_mb_size: int = 256,
+        eval_mb_size: Optional[int] = None,
+        device: Union[str, torch.device] = "cpu",
+        plugins: Optional[List[SupervisedPlugin]] = None,
+        evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
+        eval_every: int = -1,
+        **base_kwargs,
+    ):
+        """
+        :param model: an :class:`AnalyticClassifier`.
+        :param ridge_lambda: fixed ridge penalty; ``None`` chooses it by GCV on the
+            (summed) training statistics after every experience.
+        :param keep_components: keep each experience's statistics (for ``forget``).
+        :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
+        """
+        if not isinstance(model, AnalyticClassifier):
+            raise TypeError(f"AnalyticHeadStrategy needs an AnalyticClassifier, got {type(model).__name__}.")
+        self.ridge_lambda = ridge_lambda
+        self.statistics = StatisticsComposition(keep_components=keep_components)
+        self._pending: Optional[HeadStats] = None
+        super().__init__(
+            model=model, optimizer=None, criterion=criterion, train_mb_size=train_mb_size, train_epochs=1,
+            eval_mb_size=eval_mb_size, device=device, plugins=[TaskMaskPlugin(task_incremental), *(plugins or [])],
+            evaluator=evaluator, eval_every=eval_every, **base_kwargs,
+        )
+
+    def make_optimizer(self, **kwargs) -> None:
+        """No optimizer: the head is solved in closed form."""
+
+    def training_epoch(self, **kwargs) -> None:
+        """One pass over the experience, accumulating its statistics."""
+        for self.mbatch in self.dataloader:
+            self._unpack_minibatch()
+            self._before_training_iteration(**kwargs)
+            phi = self.model.embed(self.mb_x)
+            stats = head_statistics(phi, self.mb_y, self.model.num_classes)
+            self._pending = stats if self._pending is None else add_statistics(self._pending, stats)
+            self.mb_output = self.model.scores(phi)
+            self.loss = self._make_empty_loss()
+            self._after_training_iteration(**kwargs)
+
+    def _before_training_exp(self, **kwargs) -> None:
+        self._pending = None
+        super()._before_training_exp(**kwargs)
+
+    def _after_training_exp(self, **kwargs) -> None:
+        key = self.experience.current_experience
+        if key in self.statistics:
+            raise KeyError(f"Experience {key} was already learned; forget it first to learn it again.")
+        if self._pending is not None:
+            self.statistics.add(key, self._pending)
+            self.model.fit(self.statistics.summed(), self.ridge_lambda)
+        self._pending = None
+        super()._after_training_exp(**kwargs)
+
+    @property
+    def components(self) -> "OrderedDict[Hashable, HeadStats]":
+        """Experience id -> that experience's statistics."""
+        return self.statistics.components
+
+    def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None) -> None:
+        """Remove an experience exactly and re-solve the head."""
+        self.statistics.forget(exp_id, stats)
+        if len(self.statistics):
+            self.model.fit(self.statistics.summed(), self.ridge_lambda)
+        else:
+            self.model.weight, self.model.means = torch.zeros(0), torch.zeros(0)

@@ -1,0 +1,101 @@
+"""Sufficient-statistics composition against ridge on the union of the data (float64)."""
+
+import pytest
+import torch
+
+from avalanche_tmc.statistics import (
+    RandomReLUFeatures,
+    StatisticsComposition,
+    class_means,
+    gcv_ridge_lambda,
+    head_statistics,
+    ridge_head,
+)
+
+C, D = 6, 10
+
+
+def tasks(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for t in range(3):
+        y = torch.arange(2 * t, 2 * t + 2).repeat(15)
+        x = torch.randn(len(y), D, generator=gen, dtype=torch.float64) + y.unsqueeze(1).double() * 0.3
+        out.append((x, y))
+    return out
+
+
+def ridge_on_union(data, lam, beta):
+    x = torch.cat([d[0] for d in data])
+    y = beta * torch.nn.functional.one_hot(torch.cat([d[1] for d in data]), C).double()
+    return torch.linalg.solve(x.T @ x + lam * torch.eye(D, dtype=torch.float64), x.T @ y), x, y
+
+
+def test_summed_statistics_give_the_ridge_head_of_the_union():
+    data = tasks()
+    comp = StatisticsComposition()
+    for t, (x, y) in enumerate(data):
+        comp.add(t, head_statistics(x, y, C, beta=25.0))
+    w, _ = ridge_head(comp.summed(), lam=0.7)
+    expected, _, _ = ridge_on_union(data, 0.7, 25.0)
+    torch.testing.assert_close(w, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_forgetting_equals_never_adding_and_order_does_not_matter():
+    data = tasks(1)
+    full, without, reversed_order = StatisticsComposition(), StatisticsComposition(), StatisticsComposition()
+    for t, (x, y) in enumerate(data):
+        full.add(t, head_statistics(x, y, C))
+        if t != 1:
+            without.add(t, head_statistics(x, y, C))
+    for t, (x, y) in reversed(list(enumerate(data))):
+        reversed_order.add(t, head_statistics(x, y, C))
+    full.forget(1)
+    for key in full.summed():
+        torch.testing.assert_close(full.summed()[key], without.summed()[key], rtol=1e-12, atol=1e-10)
+    full.forget(0)
+    full.forget(2)
+    full.add(0, head_statistics(*data[0], C))
+    full.add(1, head_statistics(*data[1], C))
+    full.add(2, head_statistics(*data[2], C))
+    for key in full.summed():
+        torch.testing.assert_close(full.summed()[key], reversed_order.summed()[key], rtol=1e-12, atol=1e-10)
+
+
+def test_gcv_matches_a_direct_computation_on_the_data():
+    data = tasks(2)
+    stats = StatisticsComposition()
+    for t, (x, y) in enumerate(data):
+        stats.add(t, head_statistics(x, y, C, beta=5.0))
+    best, scores = gcv_ridge_lambda(stats.summed())
+    assert best in scores
+    for lam, score in list(scores.items())[::3]:
+        w, x, y = ridge_on_union(data, lam, 5.0)
+        rss = ((y - x @ w) ** 2).sum()
+        hat = x @ torch.linalg.solve(x.T @ x + lam * torch.eye(D, dtype=torch.float64), x.T)
+        n = len(x)
+        direct = float(rss) / (n * (1 - float(torch.trace(hat)) / n) ** 2)
+        assert score == pytest.approx(direct, rel=1e-8)
+
+
+def test_class_means_and_random_features():
+    x, y = tasks(3)[0]
+    stats = head_statistics(x, y, C)
+    means = class_means(stats)
+    torch.testing.assert_close(means[0], x[y == 0].mean(0))
+    assert torch.count_nonzero(means[5]) == 0
+    proj_a, proj_b = RandomReLUFeatures(D, 50, seed=4), RandomReLUFeatures(D, 50, seed=4)
+    torch.testing.assert_close(proj_a(x), proj_b(x))
+    assert (proj_a(x) >= 0).all() and proj_a(x).shape == (len(x), 50)
+
+
+def test_bad_inputs():
+    x, y = tasks()[0]
+    with pytest.raises(ValueError, match="Targets"):
+        head_statistics(x, y + 10, C)
+    comp = StatisticsComposition(keep_components=False)
+    comp.add("a", head_statistics(x, y, C))
+    with pytest.raises(ValueError, match="Pass the statistics"):
+        comp.forget("a")
+    with pytest.raises(ValueError, match="Incompatible"):
+        comp.add("b", head_statistics(x[:, :4], y, C))
