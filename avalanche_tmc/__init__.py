@@ -18,7 +18,7 @@ from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_log
 from .losses import RescaledSquareLoss  # noqa: E402
 from .plugin import TangentPlugin, TaskMaskPlugin  # noqa: E402
 from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
-from .tangent import Delta, TangentModel, find_head  # noqa: E402
+from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -26,6 +26,7 @@ __all__ = [
     "TangentModel",
     "Delta",
     "find_head",
+    "replace_head",
     "RescaledSquareLoss",
     "DeltaComposition",
     "add_deltas",

@@ -115,20 +115,34 @@ class TangentPlugin(TaskMaskPlugin):
         reset_optimizer_state: bool = True,
     ):
         super().__init__(task_incremental)
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}.")
-        if mode == "tme" and not keep_components:
-            raise ValueError("TME ensembles every component: it needs keep_components=True.")
+        self.composition = DeltaComposition(keep_components=keep_components)
+        self._mode = "tmc"
         self.mode = mode
         self.weighting = weighting
         self.reset_optimizer_state = reset_optimizer_state
-        self.composition = DeltaComposition(keep_components=keep_components)
         self._in_training_exp = False
         self._training_delta: Optional[Delta] = None
         self._pending_weight = 1.0
         self._saved_criterion = None
+
+    @property
+    def mode(self) -> str:
+        """``"tmc"``, ``"tme"`` or ``"tmc-seq"``. TMC and TME train identically, so a
+        trained strategy can switch between them to evaluate the same components both
+        ways; switching to or from TMC-Seq after training has started is refused."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
+        if mode == "tme" and not self.composition.keep_components:
+            raise ValueError("TME ensembles every component: it needs keep_components=True.")
+        if len(self.composition) and "tmc-seq" in (mode, self._mode) and mode != self._mode:
+            raise ValueError("TMC-Seq components are trained differently; build a new strategy instead.")
+        self._mode = mode
 
     # ------------------------------------------------------------------ helpers
     @staticmethod

@@ -45,18 +45,26 @@ def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
     setattr(parent, child, new)
 
 
-def _new_head(old: nn.Module, num_classes: int, seed: int) -> nn.Linear:
+def replace_head(model: nn.Module, num_classes: int, head: Optional[str] = None, seed: int = 0) -> nn.Module:
+    """Replace the classification layer of ``model`` (in place) by a new ``nn.Linear``
+    with ``num_classes`` outputs, initialised from ``seed``; returns ``model``.
+
+    The seeded initialisation gives every process that builds the same model the same
+    base point ``w``, so components trained apart can still be composed, and lets
+    baselines start from exactly the head the tangent models start from.
+    """
+    head = head if head is not None else find_head(model)
+    old = model.get_submodule(head)
     if not isinstance(old, nn.Linear):
         raise TypeError(
             f"The head to replace must be an nn.Linear, got {type(old).__name__}. "
             "Pass head='<name of the final nn.Linear>' or replace the head yourself."
         )
-    # A seeded initialisation: every process that builds the same TangentModel gets the
-    # same base point w, so components trained apart can still be composed.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
-    return head.to(device=old.weight.device, dtype=old.weight.dtype)
+        new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
+    _set_submodule(model, head, new.to(device=old.weight.device, dtype=old.weight.dtype))
+    return model
 
 
 def _select_linearized(
@@ -129,7 +137,7 @@ class TangentModel(nn.Module):
         super().__init__()
         head = head if head is not None else find_head(model)
         if num_classes is not None:
-            _set_submodule(model, head, _new_head(model.get_submodule(head), num_classes, head_seed))
+            replace_head(model, num_classes, head, head_seed)
         model.eval()
         model.requires_grad_(False)
         self.model = model

@@ -23,6 +23,8 @@ from avalanche.logging import InteractiveLogger, TextLogger
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.supervised import Naive
 from sklearn.datasets import load_digits
+
+from benchmarks.scenarios import classes_per_experience
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -91,12 +93,6 @@ def pretrain_backbone(x: np.ndarray, y: np.ndarray, epochs: int = 30, seed: int 
             nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
             opt.step()
     return model.eval()
-
-
-def classes_per_experience(num_classes: int, n_experiences: int) -> List[int]:
-    """Class counts per experience that use every class; the first ones take the remainder."""
-    base, extra = divmod(num_classes, n_experiences)
-    return [base + (1 if i < extra else 0) for i in range(n_experiences)]
 
 
 def make_benchmark(train, test, n_experiences: int = 5, task_labels: bool = False, seed: int = 0):

@@ -129,6 +129,19 @@ def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone
         assert metrics[key] == pytest.approx(expected, abs=1e-6)
 
 
+def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone):
+    bm = make_benchmark(*digits, n_experiences=2)
+    tme = make_strategy(TMEStrategy, backbone)
+    train_all(tme, bm.train_stream)
+    tmc = make_strategy(TMCStrategy, backbone)
+    train_all(tmc, bm.train_stream)
+    tme.tangent_plugin.mode = "tmc"
+    key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
+    assert tme.eval(bm.test_stream)[key] == pytest.approx(tmc.eval(bm.test_stream)[key], abs=1e-6)
+    with pytest.raises(ValueError, match="TMC-Seq"):
+        tme.tangent_plugin.mode = "tmc-seq"
+
+
 def test_task_incremental_evaluation_masks_to_the_task_classes(digits, backbone):
     bm = make_benchmark(*digits, n_experiences=5, task_labels=True)
     strategy = make_strategy(TMCStrategy, backbone)

@@ -1,0 +1,135 @@
+"""Avalanche's own continual-learning strategies, configured as the paper's baselines.
+
+``make_builtin_strategy(name, model=...)`` returns an Avalanche ``SupervisedTemplate``
+for one of :data:`BUILTIN_METHODS`, run on the same benchmark objects and the same model
+(one fixed head over all classes) as TMC:
+
+==================  =====================================================================
+``naive``           ``Naive``: sequential fine-tuning (the lower bound)
+``er``              ``Naive`` + ``ReplayPlugin(mem_size=300, batch_size_mem=32)``
+``lwf``             ``LwF(alpha=1, temperature=2)``
+``ewc``             ``EWC(ewc_lambda=1, mode="online", decay_factor=0.9)``
+``der``             ``DER`` as DER++ (``mem_size=300, batch_size_mem=32, alpha=0.1, beta=0.5``)
+``joint``           ``JointTraining`` of the network on all data (the paragon)
+``joint-tangent``   ``JointTraining`` of ``TangentModel(model)`` with RSL and Adam (the
+                    tangent paragon)
+==================  =====================================================================
+
+The non-tangent methods train with ``SGD(lr, momentum=0.9)`` and cross-entropy. Every
+strategy gets a :class:`~avalanche_tmc.plugin.TaskMaskPlugin`, so task-incremental
+evaluation restricts predictions to the task's classes for every baseline.
+``JointTraining`` trains once on the whole stream: call ``strategy.train(train_stream)``.
+"""
+
+from typing import Callable, List, Optional, Union
+
+import torch
+from avalanche.core import SupervisedPlugin
+from avalanche.training.plugins import ReplayPlugin
+from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
+from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive
+from avalanche.training.templates import SupervisedTemplate
+from torch import nn
+
+from avalanche_tmc.losses import RescaledSquareLoss
+from avalanche_tmc.plugin import TaskMaskPlugin
+from avalanche_tmc.tangent import TangentModel
+
+BUILTIN_METHODS = ("naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+
+# Method-specific hyper-parameters (override through make_builtin_strategy's **kwargs).
+DEFAULTS = {
+    "er": {"batch_size_mem": 32},
+    "lwf": {"lwf_alpha": 1.0, "temperature": 2.0},
+    "ewc": {"ewc_lambda": 1.0, "decay_factor": 0.9},
+    "der": {"batch_size_mem": 32, "der_alpha": 0.1, "der_beta": 0.5},
+    "joint-tangent": {"linearize": "all", "start_at": None},
+}
+
+
+class _JointTaskMaskPlugin(TaskMaskPlugin):
+    """:class:`TaskMaskPlugin` for ``JointTraining``, which fires ``before_training_exp``
+    for the first experience only (it trains on the concatenation of all of them): it
+    records the task labels and classes of every experience of the joint training set."""
+
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        for experience in getattr(strategy, "_experiences", None) or [strategy.experience]:
+            self._train_task_labels.add(self._record_classes(experience))
+
+
+def make_builtin_strategy(
+    name: str,
+    *,
+    model: nn.Module,
+    lr: float = 0.01,
+    train_mb_size: int = 32,
+    train_epochs: int = 1,
+    eval_mb_size: Optional[int] = None,
+    device: Union[str, torch.device] = "cpu",
+    evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
+    plugins: Optional[List[SupervisedPlugin]] = None,
+    mem_size: int = 300,
+    beta: float = 25.0,
+    **kwargs,
+) -> SupervisedTemplate:
+    """Build Avalanche's strategy ``name`` (one of :data:`BUILTIN_METHODS`).
+
+    :param model: the pre-trained network with one fixed head over all classes. It is
+        trained in place (``joint-tangent`` wraps it in a :class:`TangentModel`, which
+        freezes it); pass a copy to reuse it.
+    :param lr: learning rate: of ``SGD(momentum=0.9)``, or of ``Adam`` on the tangent
+        parameters for ``joint-tangent``.
+    :param mem_size: replay memory of ``er`` and ``der`` (300, the paper's).
+    :param beta: RSL target of ``joint-tangent`` (25 class/task-incremental, 5 data-incremental).
+    :param kwargs: method hyper-parameters overriding :data:`DEFAULTS` (``batch_size_mem``
+        for er/der; ``lwf_alpha``, ``temperature`` for lwf; ``ewc_lambda``,
+        ``decay_factor`` for ewc; ``der_alpha``, ``der_beta`` for der; ``linearize``,
+        ``start_at`` for joint-tangent), ``optimizer``/``criterion`` to replace the
+        defaults, and any other Avalanche template argument (``eval_every``, ...).
+    """
+    if name not in BUILTIN_METHODS:
+        raise ValueError(f"Unknown method {name!r}; valid names are {', '.join(BUILTIN_METHODS)}.")
+    hp = dict(DEFAULTS.get(name, {}))
+    for key in list(hp):
+        if key in kwargs:
+            hp[key] = kwargs.pop(key)
+    optimizer = kwargs.pop("optimizer", None)
+    criterion = kwargs.pop("criterion", None)
+
+    plugins = list(plugins or [])
+    plugins.append(_JointTaskMaskPlugin() if name.startswith("joint") else TaskMaskPlugin())
+
+    if name == "joint-tangent":
+        if not isinstance(model, TangentModel):
+            model = TangentModel(model, linearize=hp["linearize"], start_at=hp["start_at"])
+        optimizer = optimizer or torch.optim.Adam(model.delta_parameters(), lr=lr)
+        criterion = criterion or RescaledSquareLoss(alpha=1.0, beta=beta)
+    else:
+        optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        criterion = criterion or nn.CrossEntropyLoss()
+
+    common = dict(
+        model=model,
+        optimizer=optimizer,
+        criterion=criterion,
+        train_mb_size=train_mb_size,
+        train_epochs=train_epochs,
+        eval_mb_size=eval_mb_size,
+        device=device,
+        evaluator=evaluator,
+        **kwargs,
+    )
+    if name == "naive":
+        return Naive(plugins=plugins, **common)
+    if name == "er":
+        replay = ReplayPlugin(mem_size=mem_size, batch_size=train_mb_size, batch_size_mem=hp["batch_size_mem"])
+        return Naive(plugins=[replay, *plugins], **common)
+    if name == "lwf":
+        return LwF(alpha=hp["lwf_alpha"], temperature=hp["temperature"], plugins=plugins, **common)
+    if name == "ewc":
+        return EWC(ewc_lambda=hp["ewc_lambda"], mode="online", decay_factor=hp["decay_factor"],
+                   plugins=plugins, **common)
+    if name == "der":
+        return DER(mem_size=mem_size, batch_size_mem=hp["batch_size_mem"], alpha=hp["der_alpha"],
+                   beta=hp["der_beta"], plugins=plugins, **common)
+    return JointTraining(plugins=plugins, **common)  # joint, joint-tangent

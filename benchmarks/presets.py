@@ -1,0 +1,61 @@
+"""Named run settings: the offline default (the project's main job) and the paper's experiments.
+
+A preset is a list of runs; each run is a dict of :func:`benchmarks.run` options.
+Command-line flags override every run of a preset.
+"""
+
+from typing import Dict, List
+
+# The paper's training recipe (appendix A): 50 epochs, batch 32, lr x0.1 at epochs 25 and 40,
+# Adam lr 1e-4 for tangent models, SGD for the original ones; ImageNet ResNet-50.
+PAPER = dict(
+    backbone="resnet50", image_size=224, freeze_until="none", epochs=50, milestones=(25, 40),
+    batch_size=32, lr_tangent=1e-4, lr=0.01, methods="tmc,tme,soup,ens-l,ens-sm,tmc-fc,er,lwf,ewc,der,joint,joint-tangent",
+)
+
+# Offline and on 2 CPU cores: ImageNet EfficientNet-Lite0 from its PyPI wheel; the trunk up to
+# block 6 is frozen and its features cached once, every method trains block 6, conv_head and
+# a new head (~1.05 M parameters) on the same cached features.
+OFFLINE = dict(
+    backbone="efficientnet_lite0", image_size=32, freeze_until="blocks.6", epochs=5, milestones=(),
+    batch_size=32, lr_tangent=1e-2, lr=0.01,
+)
+
+PRESETS: Dict[str, List[dict]] = {
+    "offline": [
+        dict(OFFLINE, dataset="mnist_like_30", scenario="class", tasks=5, beta=25.0,
+             data_options={"per_class_train": 100, "per_class_test": 20},
+             methods="tmc,tme,tmc-fc,soup,ens-l,ens-sm,stats-ridge,ranpac,ncm,slda,er,lwf,ewc,der,joint,joint-tangent"),
+        dict(OFFLINE, dataset="emoji_styles", scenario="data", tasks=5, beta=5.0,
+             data_options={"categories": 8},
+             # LwF, EWC and DER run in the class-incremental comparison only: the main job
+             # must stay within 15 minutes on 2 cores
+             methods="tmc,tme,tmc-seq,soup,ens-l,ens-sm,stats-ridge,ranpac,ncm,slda,er,joint,joint-tangent"),
+    ],
+    # a one-minute smoke run of the same pipeline (tests and quick checks)
+    "tiny": [
+        dict(OFFLINE, dataset="digits", scenario="class", tasks=5, beta=25.0, epochs=1, image_size=32,
+             data_options={}, methods="tmc,tme,soup,ens-l,ens-sm,joint"),
+    ],
+}
+
+
+def _paper_runs(dataset: str, prefix: str, scenario: str, task_counts) -> None:
+    for tasks in task_counts:
+        PRESETS[f"{prefix}-{dataset}-{tasks}"] = [
+            dict(PAPER, dataset=dataset, scenario=scenario, tasks=tasks, beta=5.0 if scenario == "data" else 25.0,
+                 data_options={})
+        ]
+
+
+for _name, _tasks in (("caltech256", (5, 10, 20)), ("mit67", (5, 10, 20)), ("oxford_pets", (5, 10))):
+    _paper_runs(_name, "c", "class", _tasks)
+    _paper_runs(_name, "t", "task", _tasks)
+for _name in ("caltech256", "mit67", "oxford_pets"):
+    _paper_runs(_name, "d", "data", (5, 10, 20))
+_paper_runs("tinyimagenet", "c", "class", (5, 10, 20))
+# Table 3 of the paper: D-MIT-67, 4 tasks, ResNet-18
+PRESETS["d-mit67-4-resnet18"] = [
+    dict(PAPER, backbone="resnet18", dataset="mit67", scenario="data", tasks=4, beta=5.0, data_options={},
+         methods="tmc,tmc-seq,lwf,ewc,joint,joint-tangent")
+]

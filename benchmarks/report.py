@@ -1,0 +1,361 @@
+"""Tables and plots from benchmark result rows.
+
+A result row is a dict with the keys in :data:`COLUMNS`. One row is the accuracy of one
+model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method, after
+training ``after_task`` experiences, on one test experience (``eval_exp`` ``"0"``,
+``"1"``, ...) or on the whole test stream (``eval_exp == "all"``). Rows that share all
+keys but ``accuracy``/timings (e.g. seeds) are averaged.
+
+``python -m benchmarks.report results/x/results.csv`` re-makes the table and plots next
+to the CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+Row = Mapping[str, object]
+RunKey = Tuple[str, str, int]  # (dataset, scenario, tasks)
+PathLike = Union[str, Path]
+
+COLUMNS: Tuple[str, ...] = (
+    "dataset", "scenario", "tasks", "backbone", "method", "model",
+    "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
+)
+_CONVERTERS: Dict[str, Callable[[str], object]] = {
+    "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
+}
+
+COMPOSED = "composed"
+COMPONENT_PREFIX = "component-"
+ALL = "all"
+MISSING = "–"
+SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
+JOINT_METHODS = frozenset({"joint", "joint-tangent"})
+
+_BUFFER_COST = "O(1) + buffer 300"
+#: method -> (display name, inference/memory cost, replay buffer, trainable in parallel over tasks).
+#: The order is the table's row order. Training-free heads keep additive sufficient
+#: statistics (class means, scatter / Gram matrices), so per-task parts can be computed
+#: in parallel and summed.
+METHOD_INFO: Dict[str, Tuple[str, str, str, bool]] = {
+    "tmc": ("TMC", "O(1)", "none", True),
+    "tme": ("TME", "O(T)", "none", True),
+    "tmc-seq": ("TMC-Seq", "O(1)", "none", False),
+    "tmc-fc": ("TMC-FC", "O(1)", "none", True),
+    "soup": ("Soup", "O(1)", "none", True),
+    "ens-l": ("Ens-L", "O(T)", "none", True),
+    "ens-sm": ("Ens-SM", "O(T)", "none", True),
+    "slda": ("SLDA", "O(1) (D×D)", "none", True),
+    "ncm": ("NCM", "O(1) (C×D)", "none", True),
+    "ranpac": ("RanPAC-style (RP+ridge)", "O(1) (M×M)", "none", True),
+    "stats-ridge": ("Stats-Ridge", "O(1) (D×D)", "none", True),
+    "naive": ("Naive", "O(1)", "none", False),
+    "er": ("ER", _BUFFER_COST, "300 samples", False),
+    "lwf": ("LwF", "O(1)", "none", False),
+    "ewc": ("EWC", "O(1), 2x params", "none", False),
+    "der": ("DER", _BUFFER_COST, "300 samples + logits", False),
+    "joint": ("Joint", "O(1)", "all data at once (paragon)", False),
+    "joint-tangent": ("Joint-Tangent", "O(1)", "all data at once (paragon)", False),
+}
+
+
+def method_info(method: str) -> Tuple[str, str, str, bool]:
+    """``METHOD_INFO[method]``, or ``(method, "?", "?", False)`` for an unknown method."""
+    return METHOD_INFO.get(method, (method, "?", "?", False))
+
+
+def cost_class(method: str) -> Optional[str]:
+    """``"O(1)"`` or ``"O(T)"`` for the methods that compete for bold / italic; else None."""
+    if method in JOINT_METHODS:
+        return None
+    cost = method_info(method)[1]
+    return next((c for c in ("O(1)", "O(T)") if cost.startswith(c)), None)
+
+
+def order_methods(methods: Iterable[str]) -> List[str]:
+    """Distinct methods in :data:`METHOD_INFO` order, unknown ones last (first-seen order)."""
+    present = list(dict.fromkeys(methods))
+    return [m for m in METHOD_INFO if m in present] + [m for m in present if m not in METHOD_INFO]
+
+
+def run_key(row: Row) -> RunKey:
+    """The run (table column / plot panel) a row belongs to."""
+    return str(row["dataset"]), str(row["scenario"]), int(row["tasks"])  # type: ignore[arg-type]
+
+
+def list_runs(rows: Iterable[Row]) -> List[RunKey]:
+    """Distinct runs in first-seen order."""
+    return list(dict.fromkeys(run_key(r) for r in rows))
+
+
+def run_label(run: RunKey) -> str:
+    """Column header such as ``"C-mnist_like_30 (5 tasks)"``."""
+    dataset, scenario, tasks = run
+    return f"{SCENARIO_PREFIX.get(scenario, scenario[:1].upper())}-{dataset} ({tasks} tasks)"
+
+
+AccuracyIndex = Dict[Tuple[RunKey, str, str, int, str], float]
+
+
+def accuracy_index(rows: Iterable[Row]) -> AccuracyIndex:
+    """``(run, method, model, after_task, eval_exp) -> accuracy``, duplicates averaged."""
+    groups: Dict[Tuple[RunKey, str, str, int, str], List[float]] = defaultdict(list)
+    for r in rows:
+        key = (run_key(r), str(r["method"]), str(r["model"]), int(r["after_task"]), str(r["eval_exp"]))  # type: ignore[arg-type]
+        groups[key].append(float(r["accuracy"]))  # type: ignore[arg-type]
+    return {k: sum(v) / len(v) for k, v in groups.items()}
+
+
+def final_accuracy(index: AccuracyIndex, run: RunKey, method: str) -> Optional[float]:
+    """Composed model, whole test stream, after the last experience (None if absent)."""
+    return index.get((run, method, COMPOSED, run[2], ALL))
+
+
+# ----------------------------------------------------------------------------- CSV
+
+
+def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
+    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def read_csv(path: PathLike) -> List[Dict[str, object]]:
+    """Rows written by :func:`write_csv`, with int / float columns restored."""
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        return [{c: _CONVERTERS.get(c, str)(raw[c]) for c in COLUMNS} for raw in csv.DictReader(f)]
+
+
+# ------------------------------------------------------------------------ Markdown
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _emphasis(index: AccuracyIndex, runs: Sequence[RunKey], methods: Sequence[str]) -> Dict[Tuple[RunKey, str], str]:
+    """``**`` for the best O(1) method and ``*`` for the best O(T) method of each run (ties all marked)."""
+    marks: Dict[Tuple[RunKey, str], str] = {}
+    for run in runs:
+        for cost, mark in (("O(1)", "**"), ("O(T)", "*")):
+            scores = {m: final_accuracy(index, run, m) for m in methods if cost_class(m) == cost}
+            scores = {m: v for m, v in scores.items() if v is not None}
+            if scores:
+                best = max(scores.values())
+                marks.update({(run, m): mark for m, v in scores.items() if v == best})
+    return marks
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    """The paper's table: final accuracy (%) per method and run, plus cost columns and notes."""
+    runs = list_runs(rows)
+    methods = order_methods(str(r["method"]) for r in rows)
+    index = accuracy_index(rows)
+    marks = _emphasis(index, runs, methods)
+
+    lines = [
+        _md_row(["Method", *map(run_label, runs), "Inference/Memory", "Replay buffer", "Parallel tasks"]),
+        _md_row(["---", *["---:"] * len(runs), "---", "---", "---"]),
+    ]
+    for method in methods:
+        name, cost, buffer, parallel = method_info(method)
+        cells = []
+        for run in runs:
+            acc = final_accuracy(index, run, method)
+            mark = marks.get((run, method), "")
+            cells.append(MISSING if acc is None else f"{mark}{100 * acc:.2f}{mark}")
+        lines.append(_md_row([name, *cells, cost, buffer, "yes" if parallel else "no"]))
+
+    backbones = ", ".join(dict.fromkeys(str(r["backbone"]) for r in rows))
+    lines += [
+        "",
+        f"Final accuracy (%) on the whole test stream after the last experience; backbone: {backbones}. "
+        "**Bold**: best single-model (O(1)) method per column, joint paragons excluded; *italic*: best O(T) method.",
+    ]
+    for run in runs:
+        paragons = [(m, final_accuracy(index, run, m)) for m in methods if m in JOINT_METHODS]
+        parts = [f"{method_info(m)[0]} {100 * acc:.2f}" for m, acc in paragons if acc is not None]
+        if parts:
+            lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
+    """Write :func:`markdown_table` to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown_table(rows), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _panels(n: int, ncols: int, panel_size: Tuple[float, float]) -> Tuple[Figure, List[Axes]]:
+    """An Agg figure with ``n`` axes on a grid of ``ncols`` columns (extra axes hidden)."""
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _save(fig: Figure, path: PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=120)
+    return path
+
+
+def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
+    """Accuracy on the whole test stream vs. experiences trained, one panel per run.
+
+    Joint paragons (trained once on all data) are a dashed horizontal line with a star at
+    ``T``. Returns the PNG path, or None when there are no rows.
+    """
+    runs = list_runs(rows)
+    if not runs:
+        return None
+    methods = order_methods(str(r["method"]) for r in rows)
+    cmap = colormaps["tab20"]
+    colors = {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+    index = accuracy_index(rows)
+
+    fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
+    handles: Dict[str, Line2D] = {}
+    for ax, run in zip(axes, runs):
+        for method in methods:
+            points = sorted(
+                (t, 100 * acc) for (r, m, model, t, e), acc in index.items()
+                if (r, m, model, e) == (run, method, COMPOSED, ALL)
+            )
+            if not points:
+                continue
+            xs, ys = zip(*points)
+            label, color = method_info(method)[0], colors[method]
+            if method in JOINT_METHODS:
+                ax.axhline(ys[-1], color=color, linestyle="--", linewidth=1)
+                (line,) = ax.plot(xs[-1:], ys[-1:], marker="*", markersize=10, color=color, linestyle="--", label=label)
+            else:
+                (line,) = ax.plot(xs, ys, marker="o", markersize=3, color=color, label=label)
+            handles.setdefault(method, line)
+        ax.set_title(run_label(run), fontsize=10)
+        ax.set_xlabel("experiences trained")
+        ax.set_ylabel("accuracy, all test data (%)")
+        ax.set_xticks(range(1, run[2] + 1))
+        ax.grid(alpha=0.3)
+    shown = [m for m in methods if m in handles]
+    fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
+    return _save(fig, path)
+
+
+def _component_models(rows: Iterable[Row], run: RunKey, method: str) -> List[str]:
+    """``component-<k>`` models of ``method`` in ``run``, sorted by k."""
+    models = {
+        str(r["model"]) for r in rows
+        if r["method"] == method and run_key(r) == run and str(r["model"]).startswith(COMPONENT_PREFIX)
+    }
+    return sorted(models, key=_component_number)
+
+
+def _component_number(model: str) -> float:
+    """k of ``component-<k>`` (inf when k is not a number, so such names sort last)."""
+    suffix = model[len(COMPONENT_PREFIX):]
+    return int(suffix) if suffix.isdigit() else math.inf
+
+
+def component_methods(rows: Iterable[Row]) -> List[str]:
+    """Methods that have rows for components evaluated alone."""
+    return order_methods(str(r["method"]) for r in rows if str(r["model"]).startswith(COMPONENT_PREFIX))
+
+
+def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc") -> Optional[Path]:
+    """Heatmap of per-test-experience accuracy of each component alone vs. the composed model.
+
+    One panel per run that has component rows of ``method``; rows of the heatmap are
+    ``component 0..K-1`` then ``composed``, columns test experiences ``0..T-1``, all after
+    the last experience. Returns the PNG path, or None (nothing written) without component rows.
+    """
+    runs = [(run, models) for run in list_runs(rows) if (models := _component_models(rows, run, method))]
+    if not runs:
+        return None
+    index = accuracy_index(rows)
+    max_tasks = max(run[2] for run, _ in runs)
+    max_models = max(len(models) for _, models in runs) + 1
+    fig, axes = _panels(len(runs), ncols=1, panel_size=(2.5 + 0.6 * max_tasks, 1.2 + 0.35 * max_models))
+    name = method_info(method)[0]
+    for ax, (run, models) in zip(axes, runs):
+        tasks = run[2]
+        labels = [m.replace("-", " ") for m in models] + [COMPOSED]
+        grid = [
+            [100 * index.get((run, method, model, tasks, str(e)), math.nan) for e in range(tasks)]
+            for model in models + [COMPOSED]
+        ]
+        image = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for i, row in enumerate(grid):
+            for j, value in enumerate(row):
+                if not math.isnan(value):
+                    ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=7,
+                            color="white" if value < 60 else "black")
+        ax.axhline(len(models) - 0.5, color="white", linewidth=2)
+        ax.set_xticks(range(tasks), [str(e) for e in range(tasks)])
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.set_xlabel("test experience")
+        ax.set_title(f"{name}: components alone vs composed, {run_label(run)}", fontsize=10)
+        fig.colorbar(image, ax=ax, label="accuracy (%)")
+    return _save(fig, path)
+
+
+# -------------------------------------------------------------------------- report
+
+
+def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True) -> Dict[str, Path]:
+    """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves.png
+    and components_<method>.png for every method with component rows; return the paths
+    keyed ``csv``, ``markdown``, ``curves``, ``components_<method>``."""
+    out = Path(out_dir)
+    paths: Dict[str, Optional[Path]] = {}
+    if include_csv:
+        paths["csv"] = write_csv(rows, out / "results.csv")
+    paths["markdown"] = write_markdown(rows, out / "results.md")
+    paths["curves"] = plot_accuracy_curves(rows, out / "accuracy_curves.png")
+    for method in component_methods(rows):
+        paths[f"components_{method}"] = plot_components(rows, out / f"components_{method}.png", method)
+    return {k: p for k, p in paths.items() if p is not None}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
+    """``python -m benchmarks.report CSV``: re-make the table and plots next to ``CSV``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("csv", type=Path, help="results CSV written by write_csv / write_report")
+    args = parser.parse_args(argv)
+    rows = read_csv(args.csv)
+    paths = write_report(rows, args.csv.parent, include_csv=False)
+    print(markdown_table(rows))
+    for key, path in paths.items():
+        print(f"{key}: {path}")
+    return paths
+
+
+if __name__ == "__main__":
+    main()

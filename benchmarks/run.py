@@ -1,0 +1,251 @@
+"""Run the TMC comparison: ``python -m benchmarks.run --preset offline`` (the main job) or
+``python -m benchmarks.run --dataset caltech256 --data-root ~/data --scenario class --tasks 10 ...``.
+
+For each run: load the dataset and an ImageNet backbone, optionally freeze its trunk and
+cache the trunk's features, build the Avalanche benchmark (class-, task- or
+data-incremental), train every requested method group once, evaluate each table row
+after every experience with Avalanche's ``EvaluationPlugin`` and loggers, and write
+``results.csv``, ``results.md`` (the paper's table layout) and PNG plots.
+"""
+
+import argparse
+import os
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+# Known noise of avalanche-lib 0.6.0: an optional QP solver it never uses here, and the
+# replay buffer's own deprecation notice printed at every experience.
+warnings.filterwarnings("ignore", message="no QP solver found")
+warnings.filterwarnings("ignore", category=DeprecationWarning, module="avalanche")
+
+import avalanche_tmc  # noqa: E402,F401  (first: lets torchvision import on a CPU-only torch)
+import torch
+from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, loss_metrics
+from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche_tmc import find_head
+from torch.utils.data import DataLoader
+
+from benchmarks import report
+from benchmarks.backbones import input_stats, load_backbone
+from benchmarks.datasets import load_dataset
+from benchmarks.methods import ALL_METHODS, MethodGroup, TrainConfig, build_strategy, component_forwards
+from benchmarks.methods import component_rows, groups_for, select_row
+from benchmarks.presets import PRESETS
+from benchmarks.scenarios import SCENARIOS, make_scenario
+from benchmarks.trunk import cache_features, split_backbone
+
+RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
+            "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options")
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Command-line options; those left unset come from the preset."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", default=None, help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--dataset")
+    p.add_argument("--data-root", default=None, help="folder holding the dataset (Caltech-256, MIT-67, ...)")
+    p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="dataset loader option, e.g. per_class_train=100 (repeatable)")
+    p.add_argument("--scenario", choices=SCENARIOS)
+    p.add_argument("--tasks", type=int)
+    p.add_argument("--methods", help=f"comma-separated, from: {','.join(ALL_METHODS)}")
+    p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
+    p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--milestones", help="comma-separated epochs where lr is multiplied by 0.1")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr-tangent", type=float, help="Adam lr of the tangent methods")
+    p.add_argument("--lr", type=float, help="SGD lr of the non-linear methods")
+    p.add_argument("--beta", type=float, help="RSL beta (25 class/task-IL, 5 data-IL)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
+    p.add_argument("--verbose", action="store_true", help="Avalanche's interactive progress logger")
+    p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under <out>/tb")
+    return p.parse_args(argv)
+
+
+def _parse_value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def resolve_runs(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """The runs to do: the preset's, with every flag given on the command line applied."""
+    if args.preset is not None and args.preset not in PRESETS:
+        raise SystemExit(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
+    runs = [dict(r) for r in PRESETS[args.preset]] if args.preset else [dict(PRESETS["offline"][0])]
+    overrides = {k: getattr(args, k) for k in RUN_KEYS if getattr(args, k, None) is not None}
+    if isinstance(overrides.get("milestones"), str):
+        overrides["milestones"] = tuple(int(m) for m in overrides["milestones"].split(",") if m)
+    if args.data_option:
+        options = {}
+        for item in args.data_option:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise SystemExit(f"--data-option takes KEY=VALUE, got {item!r}")
+            options[key] = _parse_value(value)
+        overrides["data_options"] = options
+    defining = sorted(k for k in ("dataset", "scenario", "tasks", "data_options") if k in overrides)
+    if len(runs) > 1 and defining:
+        raise SystemExit(f"Preset {args.preset!r} has {len(runs)} runs; {defining} would make them all the same run. "
+                         "Drop --preset (or use a single-run preset) to define one run on the command line.")
+    if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
+        overrides["data_options"] = {}
+    return [dict(run, **overrides) for run in runs]
+
+
+def make_evaluator(out_dir: str, verbose: bool, tensorboard: bool) -> EvaluationPlugin:
+    """Avalanche's metrics, logged by its CSV (and optionally interactive/TensorBoard) loggers."""
+    loggers = [CSVLogger(log_folder=out_dir)]
+    if verbose:
+        loggers.append(InteractiveLogger())
+    if tensorboard:
+        loggers.append(TensorboardLogger(tb_log_dir=os.path.join(out_dir, "tb")))
+    return EvaluationPlugin(
+        accuracy_metrics(experience=True, stream=True),
+        loss_metrics(stream=True),
+        forgetting_metrics(experience=True, stream=True),
+        loggers=loggers,
+    )
+
+
+def prepare(run: Dict[str, Any], args: argparse.Namespace):
+    """Datasets (features when the trunk is frozen), the trainable top network, a note."""
+    start = time.time()
+    train, test = load_dataset(run["dataset"], data_root=args.data_root, image_size=run["image_size"],
+                               normalization=input_stats(run["backbone"]), **run["data_options"])
+    backbone = load_backbone(run["backbone"], weights=args.weights)
+    if str(run["freeze_until"]).lower() in ("none", ""):
+        top, note = backbone, "whole network trained"
+    else:
+        example = torch.stack([train[i][0] for i in range(2)])
+        trunk, top = split_backbone(backbone, run["freeze_until"], example)
+        train, test = cache_features(trunk, train), cache_features(trunk, test)
+        note = f"trunk before {run['freeze_until']} frozen, features cached"
+    print(f"[{run['dataset']}] {len(train)} train / {len(test)} test samples, {run['image_size']}px, "
+          f"{run['backbone']}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
+    return train, test, top
+
+
+def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]:
+    """Per test experience and overall (sample-weighted) accuracy from Avalanche's metrics."""
+    accs, total, correct = {}, 0, 0.0
+    for exp in test_stream:
+        key = f"Top1_Acc_Exp/eval_phase/test_stream/Task{exp.task_label:03d}/Exp{exp.current_experience:03d}"
+        accs[str(exp.current_experience)] = float(metrics[key])
+        total += len(exp.dataset)
+        correct += float(metrics[key]) * len(exp.dataset)
+    accs["all"] = correct / total
+    return accs
+
+
+@torch.no_grad()
+def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: int) -> Dict[str, float]:
+    accs, total, correct = {}, 0, 0
+    for exp in test_stream:
+        right = n = 0
+        allowed = torch.tensor(sorted(exp.classes_in_this_experience))
+        for batch in DataLoader(exp.dataset, batch_size=batch_size):
+            x, y = batch[0], batch[1]
+            logits = forward(x)
+            pred = allowed[logits[:, allowed].argmax(1)] if task_masked else logits.argmax(1)
+            right += int((pred == y).sum())
+            n += len(y)
+        accs[str(exp.current_experience)] = right / n
+        total, correct = total + n, correct + right
+    accs["all"] = correct / total
+    return accs
+
+
+def find_head_size(model, num_classes: int):
+    """(parameters of the model's current head, parameters of a new ``num_classes`` head)."""
+    head = model.get_submodule(find_head(model))
+    new = num_classes * (head.in_features + (1 if head.bias is not None else 0))
+    return sum(p.numel() for p in head.parameters()), new
+
+
+def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
+              out_dir: str, args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """Train one group over the stream and evaluate each of its rows after every experience."""
+    torch.manual_seed(cfg.seed)
+    strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), args.verbose,
+                                                              args.tensorboard))
+    results, train_seconds = [], 0.0
+    stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
+        (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
+    for after_task, data in stages:
+        start = time.time()
+        strategy.train(data)
+        train_seconds += time.time() - start
+        for row in rows:
+            select_row(strategy, group, row)
+            start = time.time()
+            accs = _test_accuracies(strategy.eval(bm.test_stream), bm.test_stream)
+            results += [dict(base_row, method=row, model="composed", after_task=after_task, eval_exp=k, accuracy=a,
+                             train_seconds=train_seconds, eval_seconds=time.time() - start) for k, a in accs.items()]
+        print(f"  {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
+              + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
+                          if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
+    component_row = component_rows(group, rows)
+    if component_row is not None:
+        masked = base_row["scenario"] == "task"
+        for k, forward in component_forwards(strategy, group).items():
+            accs = _component_accuracies(forward, bm.test_stream, masked, cfg.eval_batch_size)
+            results += [dict(base_row, method=component_row, model=f"component-{k}", after_task=len(bm.train_stream),
+                             eval_exp=e, accuracy=a, train_seconds=train_seconds, eval_seconds=0.0)
+                        for e, a in accs.items()]
+    return results
+
+
+def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List[Dict[str, Any]]:
+    """All method groups of one (dataset, scenario, tasks) run."""
+    methods = [m.strip() for m in run["methods"].split(",") if m.strip()]
+    groups = groups_for(methods)
+    train, test, top = prepare(run, args)
+    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=args.seed)
+    num_classes = int(torch.as_tensor(train.targets).max()) + 1
+    cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], batch_size=run["batch_size"],
+                      lr_tangent=run["lr_tangent"], lr=run["lr"], beta=run["beta"], milestones=run["milestones"],
+                      device=args.device, seed=args.seed)
+    head_size = find_head_size(top, num_classes)
+    trained = sum(p.numel() for p in top.parameters()) - head_size[0] + head_size[1]
+    print(f"[{run['dataset']}] {run['scenario']}-incremental, {run['tasks']} experiences, {num_classes} classes, "
+          f"{trained / 1e6:.2f} M trained parameters, "
+          f"{cfg.epochs} epochs/experience, batch {cfg.batch_size}, Adam lr {cfg.lr_tangent} (tangent), "
+          f"SGD lr {cfg.lr} (non-linear), RSL beta {cfg.beta}", flush=True)
+    base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"])
+    run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}")
+    results = []
+    for group, rows in groups:
+        results += run_group(group, rows, bm, top, cfg, base_row, run_dir, args)
+    return results
+
+
+def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
+    """Run every run of the preset / command line and write the report."""
+    args = parse_args(argv)
+    runs = resolve_runs(args)
+    out_dir = args.out or os.path.join("results", args.preset or runs[0]["dataset"])
+    start = time.time()
+    rows: List[Dict[str, Any]] = []
+    for run in runs:
+        rows += run_one(run, args, out_dir)
+        report.write_report(rows, out_dir)  # keep what is done if a later run fails
+    paths = report.write_report(rows, out_dir)
+    print("\n" + report.markdown_table(rows))
+    print(f"\nTotal time {time.time() - start:.0f}s on {torch.get_num_threads()} threads ({args.device}). "
+          f"Written: {', '.join(str(p) for p in paths.values())}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

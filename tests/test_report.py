@@ -1,0 +1,149 @@
+"""Result tables and plots (benchmarks.report) on synthetic rows."""
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from benchmarks.report import (
+    COLUMNS,
+    METHOD_INFO,
+    accuracy_index,
+    final_accuracy,
+    main,
+    markdown_table,
+    method_info,
+    plot_accuracy_curves,
+    plot_components,
+    read_csv,
+    write_csv,
+    write_report,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CLASS_RUN = ("mnist_like_30", "class", 5)
+DATA_RUN = ("emoji_like", "data", 3)
+# Final accuracies; "mystery" (unknown) is first here but must come last in the table.
+FINAL = {
+    CLASS_RUN: {"mystery": 0.3, "tmc": 0.8123, "tme": 0.8456, "soup": 0.7001, "ens-l": 0.83,
+                "naive": 0.2, "er": 0.55, "joint": 0.95},
+    DATA_RUN: {"mystery": 0.4, "tmc": 0.9, "tme": 0.88, "naive": 0.9125, "er": 0.85,
+               "joint": 0.97, "joint-tangent": 0.96},
+}
+
+
+def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, object]:
+    dataset, scenario, tasks = run
+    return dict(dataset=dataset, scenario=scenario, tasks=tasks, backbone="resnet18", method=method,
+                model=model, after_task=after_task, eval_exp=eval_exp, accuracy=accuracy,
+                train_seconds=1.5 * after_task, eval_seconds=0.25)
+
+
+def synthetic_rows() -> List[Dict[str, object]]:
+    """Curves for every method, per-experience accuracies after T, TMC components alone."""
+    rows = []
+    for run, finals in FINAL.items():
+        tasks = run[2]
+        for method, final in finals.items():
+            steps = [tasks] if method.startswith("joint") else range(1, tasks + 1)
+            rows += [make_row(run, method, "composed", t, "all", final - 0.01 * (tasks - t)) for t in steps]
+            rows += [make_row(run, method, "composed", tasks, str(e), final) for e in range(tasks)]
+        rows += [make_row(run, "tmc", f"component-{k}", tasks, str(e), 0.9 if e == k else 0.1)
+                 for k in range(tasks) for e in range(tasks)]
+    return rows
+
+
+def parse_table(md: str) -> Tuple[List[str], Dict[str, Dict[str, str]], List[str]]:
+    """(header, {method name: {column: cell}}, method names in order) of the markdown table."""
+    lines = [line.strip().strip("|").split("|") for line in md.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0]]
+    body = [[c.strip() for c in line] for line in lines[2:]]
+    return header, {cells[0]: dict(zip(header, cells)) for cells in body}, [cells[0] for cells in body]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return synthetic_rows()
+
+
+@pytest.fixture(scope="module")
+def table(rows):
+    return parse_table(markdown_table(rows))
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file() and path.stat().st_size > 0
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_csv_round_trip(rows, tmp_path):
+    path = write_csv(rows, tmp_path / "nested" / "dir" / "results.csv")
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert read_csv(path) == rows
+
+
+def test_method_info_costs_and_unknown():
+    assert {m: METHOD_INFO[m][1] for m in ("soup", "ens-l", "tmc", "tme", "er", "ewc", "ranpac")} == {
+        "soup": "O(1)", "ens-l": "O(T)", "tmc": "O(1)", "tme": "O(T)", "er": "O(1) + buffer 300",
+        "ewc": "O(1), 2x params", "ranpac": "O(1) (M×M)"}
+    assert METHOD_INFO["tmc"][3] and not METHOD_INFO["tmc-seq"][3]
+    assert method_info("mystery") == ("mystery", "?", "?", False)
+
+
+def test_table_rows_and_columns(table):
+    header, _, names = table
+    assert header == ["Method", "C-mnist_like_30 (5 tasks)", "D-emoji_like (3 tasks)",
+                      "Inference/Memory", "Replay buffer", "Parallel tasks"]
+    assert names == ["TMC", "TME", "Soup", "Ens-L", "Naive", "ER", "Joint", "Joint-Tangent", "mystery"]
+
+
+def test_table_numbers_emphasis_and_missing(table):
+    _, cells, _ = table
+    c, d = "C-mnist_like_30 (5 tasks)", "D-emoji_like (3 tasks)"
+    # Best O(1) is bold (joint paragons excluded), best O(T) italic, others plain.
+    assert [cells[m][c] for m in ("TMC", "TME", "Soup", "Ens-L", "ER", "Joint", "mystery")] == [
+        "**81.23**", "*84.56*", "70.01", "83.00", "55.00", "95.00", "30.00"]
+    assert [cells[m][d] for m in ("Naive", "TMC", "TME", "Joint", "Joint-Tangent")] == [
+        "**91.25**", "90.00", "*88.00*", "97.00", "96.00"]
+    assert cells["Soup"][d] == cells["Ens-L"][d] == cells["Joint-Tangent"][c] == "–"
+    assert [cells["ER"][k] for k in ("Inference/Memory", "Replay buffer", "Parallel tasks")] == [
+        "O(1) + buffer 300", "300 samples", "no"]
+    assert [cells["mystery"][k] for k in ("Inference/Memory", "Replay buffer", "Parallel tasks")] == ["?", "?", "no"]
+
+
+def test_paragon_notes(rows):
+    md = markdown_table(rows)
+    assert "- Paragon, C-mnist_like_30 (5 tasks): Joint 95.00" in md
+    assert "- Paragon, D-emoji_like (3 tasks): Joint 97.00, Joint-Tangent 96.00" in md
+
+
+def test_duplicate_rows_are_averaged(rows):
+    extra = dict(rows[0], accuracy=rows[0]["accuracy"] + 0.1)
+    index = accuracy_index([rows[0], extra])
+    assert list(index.values()) == [pytest.approx(rows[0]["accuracy"] + 0.05)]
+    assert final_accuracy(accuracy_index(rows), DATA_RUN, "tmc") == 0.9
+
+
+def test_write_report_files(rows, tmp_path):
+    paths = write_report(rows, tmp_path / "out")
+    assert set(paths) == {"csv", "markdown", "curves", "components_tmc"}
+    assert paths["markdown"].read_text(encoding="utf-8") == markdown_table(rows)
+    assert read_csv(paths["csv"]) == rows
+    for key in ("curves", "components_tmc"):
+        assert_png(paths[key])
+
+
+def test_plots_without_component_rows(rows, tmp_path):
+    composed_only = [r for r in rows if r["model"] == "composed"]
+    assert plot_components(composed_only, tmp_path / "none.png") is None
+    assert plot_components(rows, tmp_path / "soup.png", method="soup") is None
+    assert not list(tmp_path.iterdir())
+    assert_png(plot_accuracy_curves(composed_only, tmp_path / "curves.png"))
+
+
+def test_main_regenerates_next_to_csv(rows, tmp_path, capsys):
+    csv_path = write_csv(rows, tmp_path / "run" / "results.csv")
+    paths = main([str(csv_path)])
+    assert set(paths) == {"markdown", "curves", "components_tmc"}
+    assert all(p.parent == csv_path.parent for p in paths.values())
+    assert "| TMC |" in capsys.readouterr().out
