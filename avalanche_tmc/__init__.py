@@ -19,6 +19,15 @@ from .losses import RescaledSquareLoss  # noqa: E402
 from .plugin import TangentPlugin, TaskMaskPlugin  # noqa: E402
 from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
 from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
+from .statistics import (  # noqa: E402
+    HeadStats,
+    RandomReLUFeatures,
+    StatisticsComposition,
+    gcv_ridge_lambda,
+    head_statistics,
+    ridge_head,
+)
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -45,4 +54,13 @@ __all__ = [
     "TMCStrategy",
     "TMEStrategy",
     "TMCSeqStrategy",
+    "HeadStats",
+    "head_statistics",
+    "StatisticsComposition",
+    "ridge_head",
+    "gcv_ridge_lambda",
+    "RandomReLUFeatures",
+    "AnalyticClassifier",
+    "AnalyticHeadStrategy",
+    "penultimate",
 ]

@@ -68,10 +68,10 @@ def replace_head(model: nn.Module, num_classes: int, head: Optional[str] = None,
 
 
 def _select_linearized(
-    names: Sequence[str], head: str, linearize: LinearizeSpec, start_at: Optional[str]
+    names: Sequence[str], head: Optional[str], linearize: LinearizeSpec, start_at: Optional[str]
 ) -> Tuple[str, ...]:
-    def under(name: str, prefix: str) -> bool:
-        return name == prefix or name.startswith(prefix + ".")
+    def under(name: str, prefix: Optional[str]) -> bool:
+        return prefix is not None and (name == prefix or name.startswith(prefix + "."))
 
     if callable(linearize):
         chosen = [n for n in names if linearize(n)]
@@ -115,7 +115,9 @@ class TangentModel(nn.Module):
         weights ``w``. It is modified in place when ``num_classes`` is given.
     :param num_classes: if given, the head is replaced by a new ``nn.Linear`` with this
         many outputs (initialised from ``head_seed``); the new head is part of ``w``.
-    :param head: module name of the classification layer; default: the last nn.Linear.
+    :param head: module name of the classification layer; default: the last nn.Linear
+        (looked up only when a new head is made or only the head is linearized, so
+        headless feature networks can be linearized too).
     :param linearize: which parameters get a ``δ``: ``"all"`` (default), ``"head"``
         (head only: TMC-FC), a list of module-name prefixes, or a callable on names.
         Parameters left out stay frozen at ``w``.
@@ -135,7 +137,8 @@ class TangentModel(nn.Module):
         head_seed: int = 0,
     ):
         super().__init__()
-        head = head if head is not None else find_head(model)
+        if head is None and (num_classes is not None or linearize == "head"):
+            head = find_head(model)
         if num_classes is not None:
             replace_head(model, num_classes, head, head_seed)
         model.eval()

@@ -131,7 +131,9 @@ def prepare(run: Dict[str, Any], args: argparse.Namespace):
         trunk, top = split_backbone(backbone, run["freeze_until"], example)
         train, test = cache_features(trunk, train), cache_features(trunk, test)
         note = f"trunk before {run['freeze_until']} frozen, features cached"
-    print(f"[{run['dataset']}] {len(train)} train / {len(test)} test samples, {run['image_size']}px, "
+    options = ", ".join(f"{k}={v}" for k, v in run["data_options"].items())
+    print(f"[{run['dataset']}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
+          f"samples, {run['image_size']}px, "
           f"{run['backbone']}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
     return train, test, top
 

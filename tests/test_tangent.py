@@ -158,6 +158,10 @@ def test_fingerprint_tracks_the_base_point(tiny_resnet):
     assert a.base_fingerprint() == b.base_fingerprint() != c.base_fingerprint()
 
 
-def test_model_without_linear_head_needs_an_explicit_head():
+def test_model_without_linear_head_needs_an_explicit_head_only_when_one_is_used():
     with pytest.raises(ValueError, match="head="):
-        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)))
+        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)), num_classes=3)
+    with pytest.raises(ValueError, match="head="):
+        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)), linearize="head")
+    features = TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten()))
+    assert features(torch.randn(1, 1, 4, 4)).shape == (1, 8)

@@ -1,0 +1,104 @@
+"""Measurement: does a TMC-adapted backbone help a head composed by sufficient statistics?
+
+``python -m benchmarks.tangent_stats_experiment --preset offline`` trains TMC components on
+each run of the preset, then solves ridge heads (plain and on 2000 random ReLU features)
+from summed statistics of three kinds of features:
+
+* ``pretrained``: the frozen pre-trained features (exact, training-free: what ships as
+  ``stats-ridge`` / ``ranpac``);
+* ``own-delta``: task t's statistics under the features of its own component δ_t, the
+  composed δ at test time (parallel, but the summed statistics mix feature maps);
+* ``composed-oracle``: every task's statistics under the final composed δ (needs all
+  past data again: not a continual method, an upper bound for the combination).
+
+It prints final accuracies; the conclusions are in README.md.
+"""
+
+import argparse
+from typing import Dict, List
+
+import avalanche_tmc  # noqa: F401
+import torch
+from torch.utils.data import DataLoader
+
+from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, ridge_head
+from avalanche_tmc.analytic import penultimate
+from avalanche_tmc.statistics import StatisticsComposition
+from benchmarks.methods import GROUPS, TrainConfig, build_strategy
+from benchmarks.presets import PRESETS
+from benchmarks.run import prepare
+from benchmarks.scenarios import make_scenario
+
+
+def _batches(dataset, size=256):
+    return DataLoader(dataset, batch_size=size, shuffle=False)
+
+
+@torch.no_grad()
+def _features(feature_model: TangentModel, delta, dataset) -> List[torch.Tensor]:
+    xs, ys = [], []
+    for batch in _batches(dataset):
+        xs.append(feature_model.forward_with(batch[0], delta).flatten(1))
+        ys.append(batch[1])
+    return [torch.cat(xs), torch.cat(ys)]
+
+
+def _with_bias(phi: torch.Tensor) -> torch.Tensor:
+    return torch.cat([phi, torch.ones_like(phi[:, :1])], 1)
+
+
+def measure(run: Dict, args) -> Dict[str, float]:
+    """Final accuracies of the three feature choices (plain ridge and random features)."""
+    train, test, top = prepare(run, args)
+    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
+    num_classes = int(torch.as_tensor(train.targets).max()) + 1
+    cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], lr_tangent=run["lr_tangent"], beta=run["beta"])
+    tangent = next(g for g in GROUPS if g.name == "tangent")
+    strategy = build_strategy(tangent, top, cfg, evaluator=None)
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    features = TangentModel(penultimate(strategy.model.model, strategy.model.head_name))
+    keep = set(features.linearized_names)
+
+    def trim(delta):
+        return {n: t for n, t in delta.items() if n in keep}
+
+    components = [trim(d) for d in strategy.components.values()]
+    composed = trim(strategy.composed_delta)
+    zero = {n: torch.zeros_like(t) for n, t in composed.items()}
+    test_data = torch.utils.data.ConcatDataset([e.dataset for e in bm.test_stream])
+    results = {}
+    for name, train_deltas, test_delta in (
+        ("pretrained", [zero] * len(components), zero),
+        ("own-delta", components, composed),
+        ("composed-oracle", [composed] * len(components), composed),
+    ):
+        phis = [_features(features, d, e.dataset) for d, e in zip(train_deltas, bm.train_stream)]
+        phi_test, y_test = _features(features, test_delta, test_data)
+        projection = RandomReLUFeatures(phi_test.shape[1], 2000, seed=0)
+        for head, fn in (("ridge", lambda p: p), ("rp-ridge", projection)):
+            comp = StatisticsComposition()
+            for t, (phi, y) in enumerate(phis):
+                comp.add(t, head_statistics(_with_bias(fn(phi)), y, num_classes))
+            weight, _ = ridge_head(comp.summed())
+            pred = (_with_bias(fn(phi_test)).double() @ weight).argmax(1)
+            results[f"{name}/{head}"] = float((pred == y_test).float().mean())
+    return results
+
+
+def main() -> None:
+    """Run the measurement on every run of a preset and print a table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="offline")
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--weights", default=None)
+    args = parser.parse_args()
+    for run in PRESETS[args.preset]:
+        results = measure(run, args)
+        label = f"{run['scenario']}-{run['dataset']}-{run['tasks']}"
+        for key, acc in results.items():
+            print(f"{label:28s} {key:26s} {acc:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
