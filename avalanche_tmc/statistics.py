@@ -24,7 +24,8 @@ never on test data: with the eigen-decomposition ``G = U diag(s) Uᵀ``,
     RSS(λ) = tr(S) − 2 tr(Wᵀ B) + tr(Wᵀ G W),   df(λ) = Σ s_i / (s_i + λ),
     GCV(λ) = RSS(λ) / (n (1 − df(λ)/n)²)
 
-evaluated on a log-spaced grid of ``λ = ρ · tr(G)/D``. Torch only.
+evaluated on a log-spaced grid of ``λ = ρ · tr(G)/D``, excluding λ whose effective degrees
+of freedom exceed 90% of the samples (near interpolation GCV is 0/0). Torch only.
 """
 
 from collections import OrderedDict
@@ -88,10 +89,13 @@ def _eigh(gram: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
     return evals.clamp(min=0), evecs
 
 
-def gcv_ridge_lambda(stats: HeadStats, grid: Sequence[float] = DEFAULT_RIDGE_GRID) -> Tuple[float, Dict[float, float]]:
+def gcv_ridge_lambda(stats: HeadStats, grid: Sequence[float] = DEFAULT_RIDGE_GRID,
+                     max_df_fraction: float = 0.9) -> Tuple[float, Dict[float, float]]:
     """The λ of ``grid`` (relative to ``tr(G)/D``) minimising GCV on the training statistics.
 
-    Returns (absolute λ, {absolute λ: GCV score}).
+    Candidates whose effective degrees of freedom exceed ``max_df_fraction`` of the
+    sample count are excluded (score ``inf``): there the fit interpolates and GCV is
+    numerically meaningless. Returns (absolute λ, {absolute λ: GCV score}).
     """
     gram, cross, n = stats["gram"], stats["cross"], float(stats["count"])
     if n <= 0:
@@ -105,8 +109,14 @@ def gcv_ridge_lambda(stats: HeadStats, grid: Sequence[float] = DEFAULT_RIDGE_GRI
         coef = rotated / (evals + lam).unsqueeze(1)  # Uᵀ W
         rss = torch.trace(stats["target_gram"]) - 2 * (coef * rotated).sum() + (coef ** 2 * evals.unsqueeze(1)).sum()
         df = float((evals / (evals + lam)).sum())
-        scores[lam] = float(rss) / (n * max(1e-12, 1.0 - df / n) ** 2)
+        scores[lam] = max(float(rss), 0.0) / (n * max(1e-12, 1.0 - df / n) ** 2)
+        if df > max_df_fraction * n:
+            # Near interpolation (more features than samples, tiny λ) RSS -> 0 and df -> n:
+            # GCV is 0/0 there and rounding makes spurious minima. Such λ are not chosen.
+            scores[lam] = float("inf")
     best = min(scores, key=scores.get)
+    if scores[best] == float("inf"):
+        best = max(scores)  # every candidate interpolates: take the strongest penalty
     return best, scores
 
 

@@ -78,6 +78,18 @@ def test_gcv_matches_a_direct_computation_on_the_data():
         assert score == pytest.approx(direct, rel=1e-8)
 
 
+def test_gcv_never_picks_an_interpolating_lambda_with_more_features_than_samples():
+    gen = torch.Generator().manual_seed(5)
+    y = torch.arange(C).repeat(5)  # 30 samples
+    x = torch.relu(torch.randn(len(y), 200, generator=gen, dtype=torch.float64))  # 200 features
+    stats = head_statistics(x, y, C)
+    lam, scores = gcv_ridge_lambda(stats)
+    evals = torch.linalg.eigvalsh(stats["gram"]).clamp(min=0)
+    df = float((evals / (evals + lam)).sum())
+    assert df <= 0.9 * len(y)
+    assert any(v == float("inf") for v in scores.values())  # the tiny penalties were excluded
+
+
 def test_class_means_and_random_features():
     x, y = tasks(3)[0]
     stats = head_statistics(x, y, C)
