@@ -8,6 +8,7 @@ of the known task. Torch only.
 from typing import Optional, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -67,3 +68,8 @@ def log_softmax_ensemble(
     stacked = torch.stack([torch.log_softmax(mask_logits(out, mask), dim=1) for out in logits])
     log_lambdas = torch.log(torch.tensor(lambdas, dtype=stacked.dtype, device=stacked.device))
     return torch.logsumexp(stacked + log_lambdas.view(-1, 1, 1), dim=0)
+
+
+def nll_of_log_probs(log_probs: Tensor, targets: Tensor) -> Tensor:
+    """Evaluation loss of a softmax ensemble: the NLL of its log-probabilities."""
+    return F.nll_loss(log_probs, targets)

@@ -18,11 +18,10 @@ from collections import OrderedDict, defaultdict
 from typing import TYPE_CHECKING, Dict, Hashable, List, Optional, Set, Tuple
 
 import torch
-import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 
 from .composition import DeltaComposition
-from .ensemble import class_mask, log_softmax_ensemble, mask_logits
+from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
 from .tangent import Delta, TangentModel
 
 if TYPE_CHECKING:
@@ -30,11 +29,6 @@ if TYPE_CHECKING:
 
 MODES = ("tmc", "tme", "tmc-seq")
 WEIGHTINGS = ("mean", "samples")
-
-
-def _nll_of_log_probs(log_probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Eval loss of a softmax ensemble: the NLL of its log-probabilities."""
-    return F.nll_loss(log_probs, targets)
 
 
 class TaskMaskPlugin(SupervisedPlugin):
@@ -55,6 +49,18 @@ class TaskMaskPlugin(SupervisedPlugin):
         self.task_incremental = task_incremental
         self.task_classes: Dict[int, Set[int]] = defaultdict(set)
         self._train_task_labels: Set[int] = set()
+        self._saved_criterion = None
+
+    def _evaluate_with_nll(self, strategy: "SupervisedTemplate") -> None:
+        """For a softmax ensemble's log-probabilities: evaluate the loss as NLL until
+        :meth:`_restore_criterion` (a square loss on log-probabilities means nothing)."""
+        self._saved_criterion = strategy._criterion
+        strategy._criterion = nll_of_log_probs
+
+    def _restore_criterion(self, strategy: "SupervisedTemplate") -> None:
+        if self._saved_criterion is not None:
+            strategy._criterion = self._saved_criterion
+            self._saved_criterion = None
 
     def _record_classes(self, experience) -> int:
         task = int(getattr(experience, "task_label", 0))
@@ -125,7 +131,6 @@ class TangentPlugin(TaskMaskPlugin):
         self._in_training_exp = False
         self._training_delta: Optional[Delta] = None
         self._pending_weight = 1.0
-        self._saved_criterion = None
 
     @property
     def mode(self) -> str:
@@ -211,8 +216,7 @@ class TangentPlugin(TaskMaskPlugin):
         if delta is not None:
             model.load_delta(delta)
         if self.mode == "tme" and self._members():
-            self._saved_criterion = strategy._criterion
-            strategy._criterion = _nll_of_log_probs
+            self._evaluate_with_nll(strategy)
 
     def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """TME: replace the output by the softmax ensemble; then (task-IL) restrict it to
@@ -231,9 +235,7 @@ class TangentPlugin(TaskMaskPlugin):
 
     def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Restore the criterion and, during training, the component being trained."""
-        if self._saved_criterion is not None:
-            strategy._criterion = self._saved_criterion
-            self._saved_criterion = None
+        self._restore_criterion(strategy)
         if self._training_delta is not None:
             self.tangent_model(strategy).load_delta(self._training_delta)
             self._training_delta = None

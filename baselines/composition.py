@@ -26,7 +26,6 @@ from collections import OrderedDict, defaultdict
 from typing import Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Union
 
 import torch
-import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
 from avalanche.training.templates import SupervisedTemplate
@@ -60,11 +59,6 @@ def average_state_dicts(states: Sequence[Mapping[str, Tensor]]) -> StateDict:
         (k, torch.stack([s[k] for s in states]).mean(0) if v.is_floating_point() else v.clone())
         for k, v in first.items()
     )
-
-
-def _nll_of_log_probs(log_probs: Tensor, targets: Tensor) -> Tensor:
-    """Eval loss of a softmax ensemble: the NLL of its log-probabilities."""
-    return F.nll_loss(log_probs, targets)
 
 
 class IndependentFineTunePlugin(TaskMaskPlugin):
@@ -108,7 +102,6 @@ class IndependentFineTunePlugin(TaskMaskPlugin):
         self.fine_tuned: "OrderedDict[Hashable, StateDict]" = OrderedDict()
         self._in_training_exp = False
         self._training_state: Optional[StateDict] = None
-        self._saved_criterion: Optional[Callable] = None
 
     @property
     def combine(self) -> str:
@@ -162,8 +155,7 @@ class IndependentFineTunePlugin(TaskMaskPlugin):
         if members:
             strategy.model.load_state_dict(average_state_dicts(members))
         if self.combine == "ens-sm" and members:
-            self._saved_criterion = strategy._criterion
-            strategy._criterion = _nll_of_log_probs
+            self._evaluate_with_nll(strategy)
 
     @torch.no_grad()
     def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
@@ -179,9 +171,7 @@ class IndependentFineTunePlugin(TaskMaskPlugin):
 
     def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Restore the criterion and, during training, the model being trained."""
-        if self._saved_criterion is not None:
-            strategy._criterion = self._saved_criterion
-            self._saved_criterion = None
+        self._restore_criterion(strategy)
         if self._training_state is not None:
             strategy.model.load_state_dict(self._training_state)
             self._training_state = None
