@@ -9,7 +9,8 @@ and ``import torchvision`` -- hence ``import avalanche`` and ``import timm`` -- 
 What it does: :func:`install` puts a hook on ``sys.meta_path`` that runs once, just before
 torchvision is first imported. The hook tries to load torchvision's own ``_C`` library;
 only if that fails does it declare the two operators the import needs
-(``torchvision::nms`` and ``torchvision::qnms``, whose kernels raise a clear error). On a normal CPU or CUDA install the library loads and the hook does nothing else.
+(``torchvision::nms`` and ``torchvision::qnms``, whose kernels raise a clear error). On a
+normal CPU or CUDA install the library loads and the hook does nothing else.
 
 This module imports neither torch nor torchvision at import time, so it is cheap to load
 from a ``.pth`` file at interpreter start (``make`` writes one into ``.venv``), and
