@@ -10,9 +10,9 @@ EMOJI_SETS := @iconify-json/twemoji @iconify-json/openmoji @iconify-json/noto \
 # Two cores and another busy process make OpenMP's spin-waiting threads 10-100x slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: demo test test-all digits install data clean
+.PHONY: demo test test-all digits install data docs clean
 
-$(STAMP): setup.py constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, from the pinned CPU build; the constraints file keeps every later
 	# install (avalanche-lib pulls torchvision) from replacing it with a CUDA build.
@@ -20,7 +20,8 @@ $(STAMP): setup.py constraints.txt
 	$(PIP) install -c constraints.txt -e ".[test,benchmarks]"
 	$(PIP) install -c constraints.txt --no-deps animal-mnist
 	# Let torchvision import when its compiled ops cannot load (see
-	# avalanche_tmc_torchvision_fallback.py); a no-op on a normal install.
+	# avalanche_tmc_torchvision_fallback.py); a no-op on a normal install. The wheel ships
+	# this .pth (setup.py); an editable install does not, so it is written here.
 	$(PY) -c "import site; open(site.getsitepackages()[0] + '/avalanche_tmc_torchvision_fallback.pth', 'w').write('import avalanche_tmc_torchvision_fallback as f; f.install()\n')"
 	touch $(STAMP)
 
@@ -50,5 +51,15 @@ test: install
 test-all: install
 	$(PY) -m pytest -q tests
 
+# The API reference and the README's sections as a site in site/ (not part of .ci/run).
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PIP) install -c constraints.txt -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m mkdocs build --strict
+	@echo "API reference: site/api/index.html (open site/index.html)"
+
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info build dist site
