@@ -17,11 +17,16 @@ from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple,
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jvp
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .fast_tangent import TangentPlan, TracingError, build_plan
 
 Delta = Dict[str, Tensor]
 """A tangent component: linearized parameter name -> perturbation of that parameter."""
 
 LinearizeSpec = Union[str, Sequence[str], Callable[[str], bool]]
+
+IMPLEMENTATIONS = ("auto", "fast", "generic")
 
 
 def find_head(model: nn.Module) -> str:
@@ -124,6 +129,14 @@ class TangentModel(nn.Module):
     :param start_at: linearize only parameters registered at or after this module
         (e.g. ``"layer1"`` for a ResNet leaves the stem out, as the official code does).
     :param head_seed: seed of the new head's initialisation.
+    :param implementation: how ``J_w f(x)·δ`` is computed. ``"generic"``: one
+        ``torch.func.jvp`` over ``torch.func.functional_call`` (the reference).
+        ``"fast"``: the network traced once by ``torch.fx`` and run as (primal, tangent)
+        pairs with fused rules for the common layers (:mod:`avalanche_tmc.fast_tangent`;
+        same numbers, fewer and larger kernels, no primal autograd graph); raises
+        :class:`~avalanche_tmc.fast_tangent.TracingError` if the network cannot be
+        traced. ``"auto"`` (default): fast when the trace succeeds, else generic.
+        ``tm.implementation`` says which one is in use.
     """
 
     def __init__(
@@ -135,8 +148,11 @@ class TangentModel(nn.Module):
         linearize: LinearizeSpec = "all",
         start_at: Optional[str] = None,
         head_seed: int = 0,
+        implementation: str = "auto",
     ):
         super().__init__()
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
         if head is None and (num_classes is not None or linearize == "head"):
             head = find_head(model)
         if num_classes is not None:
@@ -151,6 +167,33 @@ class TangentModel(nn.Module):
         self.delta_params = nn.ParameterList(
             [nn.Parameter(torch.zeros_like(base[n])) for n in self.linearized_names]
         )
+        self._plan: Optional[TangentPlan] = None
+        if implementation != "generic":
+            try:
+                self._plan = build_plan(model, self.linearized_names)
+            except TracingError:
+                if implementation == "fast":
+                    raise
+
+    @property
+    def implementation(self) -> str:
+        """``"fast"`` (traced plan) or ``"generic"`` (``torch.func.jvp``): the path in use."""
+        return "generic" if self._plan is None else "fast"
+
+    def use_implementation(self, implementation: str) -> "TangentModel":
+        """Switch to ``"fast"`` or ``"generic"`` (e.g. to compare them on the same ``δ``)."""
+        if implementation == "generic":
+            self._plan = None
+        elif implementation in ("fast", "auto"):
+            try:
+                self._plan = build_plan(self.model, self.linearized_names)
+            except TracingError:
+                if implementation == "fast":
+                    raise
+                self._plan = None
+        else:
+            raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
+        return self
 
     # ------------------------------------------------------------------ forward
     def train(self, mode: bool = True) -> "TangentModel":
@@ -175,11 +218,15 @@ class TangentModel(nn.Module):
         primals = tuple(base[n] for n in self.linearized_names)
         tangents = tuple(t.to(dtype=p.dtype, device=p.device) for t, p in zip(tangents, primals))
         names = self.linearized_names
+        # The fused attention kernels have no forward-mode derivative; the math one does.
+        with sdpa_kernel([SDPBackend.MATH]):
+            if self._plan is not None:
+                return self._plan(self.model, x, dict(zip(names, tangents)))
 
-        def f(*linearized: Tensor) -> Tensor:
-            return functional_call(self.model, dict(zip(names, linearized)), (x,))
+            def f(*linearized: Tensor) -> Tensor:
+                return functional_call(self.model, dict(zip(names, linearized)), (x,))
 
-        output, jvp_output = jvp(f, primals, tangents)
+            output, jvp_output = jvp(f, primals, tangents)
         if not isinstance(output, Tensor):
             raise TypeError(
                 f"TangentModel needs a model that returns one tensor of logits, got {type(output).__name__}."
