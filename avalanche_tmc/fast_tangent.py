@@ -211,6 +211,89 @@ def batchnorm_rule(
     return y, _add_tangents(*terms)
 
 
+FOLD_MAX_WEIGHT_RATIO = 0.5
+"""Fold BatchNorm into a convolution's tangent weights (inference) only when the weight
+has at most this many elements per element of the layer's input batch (folding costs
+passes over the weights, and saves passes over the activations). Folded weights are not
+cached across calls: a cache keyed on tensor versions would miss changes made through
+``.data``, and a stale base point is a silent wrong answer."""
+
+
+def _needs_grad(*tensors: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _same_format(t: Tensor, like: Tensor) -> Tensor:
+    """``t`` with the strides of ``like``: a weight computed from others must keep the
+    layout of the network's own weight, or the convolution may take a much slower
+    kernel (measured: 10x for a channels-last depthwise convolution)."""
+    if t.stride() == like.stride():
+        return t
+    out = torch.empty_like(like, dtype=t.dtype)
+    return out.copy_(t)
+
+
+def fold_batchnorm_into_tangent(
+    conv: Tuple[Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    norm: Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    eps: float,
+) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Weights of the tangent of ``BN(conv(·))``: ``(s·W, s·δW + (δγ/σ)·W, offset)`` with
+    ``s = γ/σ`` and ``offset = s·δb + δβ + (δγ/σ)(b − μ)`` (None where a term is absent)."""
+    weight, d_weight, bias, d_bias = conv
+    mean, var, gamma, d_gamma, _, d_beta = norm
+    inv = torch.rsqrt(var + eps)
+    scale = inv if gamma is None else gamma * inv
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+    weight_x: Optional[Tensor] = None
+    if d_weight is not None:
+        weight_x = d_weight * scale.view(shape)
+    if d_gamma is not None:
+        gamma_term = weight * (d_gamma * inv).view(shape)
+        weight_x = gamma_term if weight_x is None else weight_x + gamma_term
+    offsets = []
+    if d_bias is not None:
+        offsets.append(d_bias * scale)
+    if d_beta is not None:
+        offsets.append(d_beta)
+    if d_gamma is not None:
+        offsets.append(d_gamma * inv * ((bias if bias is not None else 0.0) - mean))
+    weight_dx = _same_format(weight * scale.view(shape), weight)
+    return weight_dx, None if weight_x is None else _same_format(weight_x, weight), _add_tangents(*offsets)
+
+
+def conv_batchnorm_rule(
+    x: Tensor,
+    dx: Optional[Tensor],
+    conv: Tuple[Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    conf: Dict[str, Any],
+    norm: Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]],
+    eps: float,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """A convolution followed by BatchNorm on running statistics, with the BatchNorm
+    folded into the tangent's weights (:func:`fold_batchnorm_into_tangent`):
+    ``dy = conv(dx, s·W) + conv(x, s·δW + (δγ/σ)·W) + offset``.
+
+    Two convolutions and no elementwise BatchNorm pass on the tangent. The primal is the
+    unfused ``BN(conv(x, W) + b)``, so ``f_w`` is exactly the network's own output.
+    """
+    weight, _, bias, _ = conv
+    mean, var, gamma, _, beta, _ = norm
+    z = _conv_apply(x, weight, bias, conf)
+    y = F.batch_norm(z, mean, var, gamma, beta, False, 0.0, eps)
+    weight_dx, weight_x, offset = fold_batchnorm_into_tangent(conv, norm, eps)
+    terms = []
+    if dx is not None:
+        terms.append(_conv_apply(dx, weight_dx, offset, conf))
+        offset = None
+    if weight_x is not None:
+        terms.append(_conv_apply(x, weight_x, offset, conf))
+        offset = None
+    if offset is not None:
+        terms.append(offset.view(1, -1, *([1] * conf["dim"])).expand_as(y))
+    return y, _add_tangents(*terms)
+
+
 def layer_norm_rule(
     x: Tensor,
     dx: Optional[Tensor],
@@ -505,8 +588,43 @@ class TangentPlan:
     def _module_tangents(self, step: _Step, tangents: Mapping[str, Tensor]) -> Dict[str, Tensor]:
         return {local: tangents[full] for local, full in step.extra["params"] if full in tangents}
 
+    def _run_conv_batchnorm(self, step, model, x, dx, tangents, primal):
+        conv_name, conf, norm = step.extra["conv"], step.extra["conf"], step.extra["norm"]
+        conv = _resolve_attr(model, conv_name)
+        prefix = conv_name + "."
+        if conf.get("same"):
+            x = _pad_same(x, conf)
+            dx = None if dx is None else _pad_same(dx, conf)
+        conv_values = (conv.weight, tangents.get(prefix + "weight"), conv.bias, tangents.get(prefix + "bias"))
+        if norm[0] == "module":
+            bn = _resolve_attr(model, norm[1])
+            p = norm[1] + "."
+            values = (
+                bn.running_mean, bn.running_var, bn.weight, tangents.get(p + "weight"), bn.bias,
+                tangents.get(p + "bias"),
+            )
+            eps = bn.eps
+        else:  # F.batch_norm(input, mean, var, weight, bias, training, momentum, eps) on attributes
+            _, names, eps = norm
+            got = {k: (_resolve_attr(model, n) if n is not None else None) for k, n in names.items()}
+            d_got = {k: (tangents.get(n) if n is not None else None) for k, n in names.items()}
+            values = (got["mean"], got["var"], got["weight"], d_got["weight"], got["bias"], d_got["bias"])
+        if _needs_grad(dx, *conv_values[1::2], values[3], values[5]):
+            # Training: the unfused rules measured faster (autograd through the folded
+            # weights costs more than the BatchNorm passes it saves).
+            z, dz = bilinear_rule(x, dx, *conv_values, conf)
+            return batchnorm_rule(z, dz, *values, eps)
+        if conv_values[0].numel() > FOLD_MAX_WEIGHT_RATIO * x.numel():
+            # Folding rebuilds weights larger than the activations it saves passes over
+            # (e.g. ResNet's late layers on small images).
+            z, dz = bilinear_rule(x, dx, *conv_values, conf)
+            return batchnorm_rule(z, dz, *values, eps)
+        return conv_batchnorm_rule(x, dx, conv_values, conf, values, eps)
+
     def _run_module(self, step, model, args, kwargs, d_args, d_kwargs, tangents):
-        module = model.get_submodule(step.target)
+        if step.extra["rule"] == "conv_bn":
+            return self._run_conv_batchnorm(step, model, args[0], d_args[0], tangents, None)
+        module = _resolve_attr(model, step.target) if step.target else model
         rule = step.extra["rule"]
         d_params = self._module_tangents(step, tangents)
         x = args[0] if args else None
@@ -519,6 +637,8 @@ class TangentPlan:
             return bilinear_rule(
                 x, dx, module.weight, d_params.get("weight"), module.bias, d_params.get("bias"), conf
             )
+        if rule == "conv_bn":
+            return self._run_conv_batchnorm(step, model, x, dx, tangents, primal=None)
         if rule == "batchnorm":
             return batchnorm_rule(
                 x, dx, module.running_mean, module.running_var, module.weight, d_params.get("weight"),
@@ -923,6 +1043,90 @@ def _check_in_place(graph: fx.Graph, model: nn.Module) -> None:
             raise TracingError(f"tensor read after the in-place operation {node.target}")
 
 
+def _count_uses(steps: List[_Step], output: Any) -> List[int]:
+    uses = [0] * len(steps)
+
+    def visit(value: Any) -> None:
+        if isinstance(value, _Ref):
+            uses[value.index] += 1
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, slice):
+            visit([value.start, value.stop, value.step])
+
+    for step in steps:
+        visit(step.args)
+        visit(step.kwargs)
+    visit(output)
+    return uses
+
+
+def _batchnorm_function_spec(step: _Step, steps: List[_Step]) -> Optional[Tuple[Any, Dict[str, Optional[str]], float]]:
+    """Names of ``F.batch_norm(input, mean, var, weight, bias, False, momentum, eps)``
+    arguments when every tensor is a model attribute and it runs on running statistics."""
+    names = ["input", "mean", "var", "weight", "bias", "training", "momentum", "eps"]
+    kw_alias = {"running_mean": "mean", "running_var": "var"}
+    values = dict(zip(names, step.args))
+    values.update({kw_alias.get(k, k): v for k, v in step.kwargs.items()})
+    if values.get("training", False) is not False or not isinstance(values.get("input"), _Ref):
+        return None
+    out: Dict[str, Optional[str]] = {}
+    for key in ("mean", "var", "weight", "bias"):
+        value = values.get(key)
+        if value is None and key in ("weight", "bias"):
+            out[key] = None
+        elif isinstance(value, _Ref) and steps[value.index].op == "attr":
+            out[key] = steps[value.index].target
+        else:
+            return None
+    eps = values.get("eps", 1e-5)
+    return values["input"], out, eps if isinstance(eps, float) else 1e-5
+
+
+def _fuse_conv_batchnorm(steps: List[_Step], output: Any, model: nn.Module) -> None:
+    """Merge each convolution whose only user is a BatchNorm on running statistics
+    into one ``conv_bn`` step (see :func:`conv_batchnorm_rule`)."""
+    uses = _count_uses(steps, output)
+    for i, step in enumerate(steps):
+        rule = step.extra.get("rule")
+        if step.op == "module" and rule == "batchnorm":
+            if len(step.args) != 1 or step.kwargs or not isinstance(step.args[0], _Ref):
+                continue
+            source = step.args[0]
+            norm: Any = ("module", step.target)
+        elif step.op == "function" and rule == "batchnorm":
+            spec = _batchnorm_function_spec(step, steps)
+            if spec is None:
+                continue
+            source, names, eps = spec
+            norm = ("function", names, eps)
+        else:
+            continue
+        conv_step = steps[source.index]
+        if (
+            conv_step.op != "module"
+            or conv_step.extra.get("rule") != "bilinear"
+            or conv_step.extra["conf"]["kind"] != "conv"
+            or uses[source.index] != 1
+            or len(conv_step.args) != 1
+            or conv_step.kwargs
+        ):
+            continue
+        params = list(conv_step.extra["params"])
+        if norm[0] == "module":
+            params += step.extra["params"]
+        steps[i] = _Step(
+            "module", step.target if norm[0] == "module" else conv_step.target, conv_step.args, {},
+            {"rule": "conv_bn", "conv": conv_step.target, "conf": conv_step.extra["conf"], "norm": norm,
+             "params": params},
+        )
+        steps[source.index] = _Step("constant", None, (), {})  # computed inside the fused step
+
+
 def build_plan(model: nn.Module, linearized: Sequence[str]) -> TangentPlan:
     """Trace ``model`` (in eval mode) into a :class:`TangentPlan` for the given
     linearized parameter names. Raises :class:`TracingError` when the network cannot be
@@ -984,11 +1188,15 @@ def build_plan(model: nn.Module, linearized: Sequence[str]) -> TangentPlan:
         else:  # pragma: no cover - fx has no other node kinds
             raise TracingError(f"unexpected fx node {node.op}")
         index[node] = len(steps) - 1
+    _fuse_conv_batchnorm(steps, output, model)
     used_params = {s.target for s in steps if s.op == "attr" and s.target in param_names}
     for s in steps:
         if s.op == "module":
             prefix = s.target + "." if s.target else ""
             used_params.update(prefix + n for n, _ in model.get_submodule(s.target).named_parameters())
+            if s.extra.get("rule") == "conv_bn":
+                conv_prefix = s.extra["conv"] + "."
+                used_params.update(conv_prefix + n for n, _ in model.get_submodule(s.extra["conv"]).named_parameters())
     missing = linearized_set - used_params
     if missing:
         raise TracingError(f"the trace does not use linearized parameters {sorted(missing)[:3]}")
