@@ -137,6 +137,9 @@ class TangentModel(nn.Module):
         :class:`~avalanche_tmc.fast_tangent.TracingError` if the network cannot be
         traced. ``"auto"`` (default): fast when the trace succeeds, else generic.
         ``tm.implementation`` says which one is in use.
+    :param channels_last: store the network's 4-D weights (and ``δ``) channels-last and
+        convert 4-D inputs likewise. On CPU this made convolutions, depthwise ones most,
+        about twice as fast (``python -m benchmarks.speed``); the numbers are the same.
     """
 
     def __init__(
@@ -149,6 +152,7 @@ class TangentModel(nn.Module):
         start_at: Optional[str] = None,
         head_seed: int = 0,
         implementation: str = "auto",
+        channels_last: bool = False,
     ):
         super().__init__()
         if implementation not in IMPLEMENTATIONS:
@@ -159,6 +163,9 @@ class TangentModel(nn.Module):
             replace_head(model, num_classes, head, head_seed)
         model.eval()
         model.requires_grad_(False)
+        self.channels_last = channels_last
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
         self.model = model
         self.head_name = head
         names = [n for n, _ in model.named_parameters()]
@@ -217,6 +224,8 @@ class TangentModel(nn.Module):
         base = dict(self.model.named_parameters())
         primals = tuple(base[n] for n in self.linearized_names)
         tangents = tuple(t.to(dtype=p.dtype, device=p.device) for t, p in zip(tangents, primals))
+        if self.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
         names = self.linearized_names
         # The fused attention kernels have no forward-mode derivative; the math one does.
         with sdpa_kernel([SDPBackend.MATH]):

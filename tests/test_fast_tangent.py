@@ -284,3 +284,14 @@ def test_channels_last_memory_format_gives_the_same_numbers():
     fast.to(memory_format=torch.channels_last)
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     assert_same(generic, fast, x.contiguous(memory_format=torch.channels_last), scale=0.01, quick=True)
+
+
+def test_channels_last_option_converts_weights_delta_and_inputs():
+    torch.manual_seed(9)
+    net = _random_bn(__import__("torchvision").models.mobilenet_v2()).double()
+    generic = TangentModel(copy.deepcopy(net), num_classes=5, implementation="generic")
+    fast = TangentModel(copy.deepcopy(net), num_classes=5, channels_last=True)
+    weight = fast.model.features[1].conv[0][0].weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    assert fast.delta_params[0].stride() == dict(fast.model.named_parameters())[fast.linearized_names[0]].stride()
+    assert_same(generic, fast, torch.randn(2, 3, 32, 32, dtype=torch.float64), scale=0.01, quick=True)
