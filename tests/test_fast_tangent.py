@@ -291,7 +291,7 @@ def test_channels_last_option_converts_weights_delta_and_inputs():
     net = _random_bn(__import__("torchvision").models.mobilenet_v2()).double()
     generic = TangentModel(copy.deepcopy(net), num_classes=5, implementation="generic")
     fast = TangentModel(copy.deepcopy(net), num_classes=5, channels_last=True)
-    weight = fast.model.features[1].conv[0][0].weight
+    weight = fast.model.features[0][0].weight  # the 3x3 stem convolution
     assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
     assert fast.delta_params[0].stride() == dict(fast.model.named_parameters())[fast.linearized_names[0]].stride()
     assert_same(generic, fast, torch.randn(2, 3, 32, 32, dtype=torch.float64), scale=0.01, quick=True)
