@@ -163,6 +163,11 @@ class AnalyticHeadStrategy(SupervisedTemplate):
             self._unpack_minibatch()
             self._before_training_iteration(**kwargs)
             phi = self.model.embed(self.mb_x)
+            if not bool(torch.isfinite(phi).all()):
+                raise ValueError(
+                    f"Experience {self.experience.current_experience}: the features of training iteration "
+                    f"{self.clock.train_exp_iterations + 1} hold NaN/inf (check the data and the feature "
+                    "network). Nothing was added: non-finite statistics would spoil the head.")
             stats = head_statistics(phi, self.mb_y, self.model.num_classes)
             self._pending = stats if self._pending is None else add_statistics(self._pending, stats)
             self.mb_output = self.model.scores(phi)

@@ -49,6 +49,29 @@ def check_compatible(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> None:
         raise ValueError("Incompatible deltas: shapes differ (" + "; ".join(wrong[:5]) + ").")
 
 
+def non_finite_names(delta: Mapping[str, Tensor]) -> List[str]:
+    """Names of the entries of ``delta`` holding a NaN or an infinity (empty: all finite)."""
+    return [n for n, t in delta.items() if not bool(torch.isfinite(t).all())]
+
+
+def _as_float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def check_finite(delta: Mapping[str, Tensor], what: str = "delta") -> None:
+    """Raise ``ValueError`` if any entry of ``delta`` holds a NaN or an infinity."""
+    bad = non_finite_names(delta)
+    if bad:
+        raise ValueError(
+            f"The {what} is not finite (NaN or inf in {bad[:5]}{' ...' if len(bad) > 5 else ''}): "
+            "training diverged (lower the learning rate) or the data holds NaN/inf. "
+            "A non-finite component is never composed: it would spoil every later composition."
+        )
+
+
 def add_deltas(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> Delta:
     """``a + b``."""
     check_compatible(a, b)
@@ -140,22 +163,41 @@ class DeltaComposition:
         return OrderedDict(self._components)
 
     def add(self, key: Hashable, delta: Mapping[str, Tensor], weight: float = 1.0) -> None:
-        """Add component ``delta`` under ``key`` with weight ``w`` (> 0)."""
+        """Add component ``delta`` under ``key`` with weight ``w`` (> 0, finite).
+
+        A ``delta`` holding NaN or inf is refused (``ValueError``) and nothing changes."""
         if key in self._weights:
             raise KeyError(f"A component with key {key!r} is already in the composition; forget it first.")
-        if not weight > 0:
-            raise ValueError(f"Component weight must be positive, got {weight}.")
+        if isinstance(weight, bool) or not 0 < _as_float(weight) < float("inf"):
+            raise ValueError(f"Component weight must be a positive finite number, got {weight!r}.")
         delta = OrderedDict((n, t.detach()) for n, t in delta.items())
+        if self._template is not None:
+            check_compatible(self._template, delta)
+        check_finite(delta, f"component {key!r}")
         if self._template is None:
             self._template = zeros_like_delta(delta)
             self._sum = zeros_like_delta(delta)
-        check_compatible(self._template, delta)
-        for name, tensor in delta.items():
-            self._sum[name] += float(weight) * tensor
+        new_sum = OrderedDict((n, self._sum[n] + float(weight) * delta[n].to(self._sum[n])) for n in self._sum)
+        check_finite(new_sum, f"running sum after adding {key!r} (weight {weight})")
+        self._sum = new_sum
         self._total_weight += float(weight)
         self._weights[key] = float(weight)
         if self.keep_components:
             self._components[key] = OrderedDict((n, t.clone()) for n, t in delta.items())
+
+    def snapshot(self) -> dict:
+        """The composition's state, for :meth:`restore` (cheap: tensors are shared, never
+        modified in place)."""
+        return dict(sum=self._sum, total_weight=self._total_weight, weights=OrderedDict(self._weights),
+                    components=OrderedDict(self._components), template=self._template)
+
+    def restore(self, state: dict) -> None:
+        """Go back exactly to a :meth:`snapshot`."""
+        self._sum = state["sum"]
+        self._total_weight = state["total_weight"]
+        self._weights = OrderedDict(state["weights"])
+        self._components = OrderedDict(state["components"])
+        self._template = state["template"]
 
     def composed(self) -> Delta:
         """The composed ``δ = S / W``; all zeros (the pre-trained model) when empty."""
@@ -190,10 +232,10 @@ class DeltaComposition:
                 )
             delta = self._components[key]
         check_compatible(self._template, delta)
+        check_finite(delta, f"delta given to forget {key!r}")
         weight = self._weights.pop(key)
         self._components.pop(key, None)
-        for name, tensor in delta.items():
-            self._sum[name] -= weight * tensor.to(self._sum[name])
+        self._sum = OrderedDict((n, self._sum[n] - weight * delta[n].to(self._sum[n])) for n in self._sum)
         self._total_weight -= weight
         if not self._weights:  # clear the rounding residue: nothing is left
             self._sum = zeros_like_delta(self._template)

@@ -17,7 +17,8 @@ class RescaledSquareLoss(nn.Module):
     Called as ``loss(logits, targets)`` with integer targets, like ``CrossEntropyLoss``.
     Logits set to ``-inf`` (classes masked out, e.g. by task-incremental evaluation)
     are left out of the sum and of ``K``: the loss is then the RSL over the allowed
-    classes.
+    classes. Any other non-finite logit (NaN, ``+inf``: a diverged model) makes the loss
+    non-finite, so divergence is never hidden as a small loss.
     """
 
     def __init__(self, alpha: float = 1.0, beta: float = 25.0):
@@ -34,7 +35,7 @@ class RescaledSquareLoss(nn.Module):
             )
         num_classes = logits.shape[1]
         one_hot = F.one_hot(targets.long(), num_classes).to(logits.dtype)
-        allowed = torch.isfinite(logits)
+        allowed = ~torch.isneginf(logits)
         safe_logits = torch.where(allowed, logits, torch.zeros_like(logits))
         weight = (1.0 + (self.alpha - 1.0) * one_hot) * allowed
         per_sample = (weight * (safe_logits - self.beta * one_hot) ** 2).sum(dim=1)

@@ -14,13 +14,14 @@ Attach it to any supervised template whose model is a
 :class:`~avalanche_tmc.tangent.TangentModel`; :mod:`avalanche_tmc.strategies` does that.
 """
 
+import copy
 from collections import OrderedDict, defaultdict
-from typing import TYPE_CHECKING, Dict, Hashable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Set, Tuple
 
 import torch
 from avalanche.core import SupervisedPlugin
 
-from .composition import DeltaComposition
+from .composition import DeltaComposition, non_finite_names
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
 from .tangent import Delta, TangentModel
 
@@ -29,6 +30,24 @@ if TYPE_CHECKING:
 
 MODES = ("tmc", "tme", "tmc-seq")
 WEIGHTINGS = ("mean", "samples")
+
+
+class DivergenceError(RuntimeError):
+    """Training produced a non-finite loss or ``δ``: the experience is stopped and nothing
+    is composed (the strategy is left as before the ``train()`` call)."""
+
+
+def _experience_id(strategy: "SupervisedTemplate") -> Any:
+    experience = getattr(strategy, "experience", None)
+    return getattr(experience, "current_experience", None)
+
+
+def _training_position(strategy: "SupervisedTemplate") -> str:
+    """``"iteration i (epoch e)"`` of the current experience, 1-based."""
+    clock = getattr(strategy, "clock", None)
+    if clock is None:
+        return "an unknown iteration"
+    return f"iteration {clock.train_exp_iterations + 1} (epoch {clock.train_exp_epochs + 1})"
 
 
 class TaskMaskPlugin(SupervisedPlugin):
@@ -131,6 +150,7 @@ class TangentPlugin(TaskMaskPlugin):
         self._in_training_exp = False
         self._training_delta: Optional[Delta] = None
         self._pending_weight = 1.0
+        self._snapshot: Optional[Dict[str, Any]] = None
 
     @property
     def mode(self) -> str:
@@ -179,6 +199,102 @@ class TangentPlugin(TaskMaskPlugin):
             return self.composition.composed_with(self._training_delta, self._pending_weight)
         return self.composition.composed() if len(self.composition) else None
 
+    # ------------------------------------------------------------------ failure safety
+    def snapshot(self, strategy: "SupervisedTemplate") -> Dict[str, Any]:
+        """Everything a ``train()`` call changes in the plugin, the model's ``δ``, the
+        optimizer and the clock: :meth:`restore` puts it back exactly."""
+        model = self.tangent_model(strategy)
+        optimizer = getattr(strategy, "optimizer", None)
+        clock = getattr(strategy, "clock", None)
+        return dict(
+            delta=model.delta,
+            composition=self.composition.snapshot(),
+            task_classes=copy.deepcopy(dict(self.task_classes)),
+            train_task_labels=set(self._train_task_labels),
+            in_training_exp=self._in_training_exp,
+            training_delta=self._training_delta,
+            pending_weight=self._pending_weight,
+            criterion=getattr(strategy, "_criterion", None),
+            saved_criterion=self._saved_criterion,
+            optimizer=optimizer,
+            optimizer_state=None if optimizer is None else (
+                optimizer.state if self.reset_optimizer_state else copy.deepcopy(optimizer.state)),
+            optimizer_groups=None if optimizer is None else [
+                {k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups],
+            clock=None if clock is None else dict(vars(clock)),
+        )
+
+    def restore(self, strategy: "SupervisedTemplate", snap: Dict[str, Any]) -> None:
+        """Put back what :meth:`snapshot` recorded."""
+        model = self.tangent_model(strategy)
+        self.composition.restore(snap["composition"])
+        self.task_classes = defaultdict(set, {k: set(v) for k, v in snap["task_classes"].items()})
+        self._train_task_labels = set(snap["train_task_labels"])
+        self._in_training_exp = snap["in_training_exp"]
+        self._training_delta = snap["training_delta"]
+        self._pending_weight = snap["pending_weight"]
+        self._saved_criterion = snap["saved_criterion"]
+        if snap["criterion"] is not None:
+            strategy._criterion = snap["criterion"]
+        if snap["optimizer"] is not None:
+            strategy.optimizer = snap["optimizer"]
+            strategy.optimizer.state = snap["optimizer_state"]
+            for group, saved in zip(strategy.optimizer.param_groups, snap["optimizer_groups"]):
+                group.update(saved)
+        if snap["clock"] is not None:
+            vars(strategy.clock).update(snap["clock"])
+        model.load_delta(snap["delta"])
+
+    def rollback(self, strategy: "SupervisedTemplate") -> bool:
+        """Undo a ``train()`` call that did not finish (an exception, ``KeyboardInterrupt``):
+        the strategy is left exactly as before the call. Returns whether there was
+        anything to undo. The tangent strategies call it for you; call it in your own
+        ``except`` when you attach this plugin to another template."""
+        if self._snapshot is None:
+            return False
+        snap, self._snapshot = self._snapshot, None
+        self.restore(strategy, snap)
+        return True
+
+    def before_training(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Record the state to go back to if this ``train()`` call fails."""
+        if self._snapshot is None:
+            self._snapshot = self.snapshot(strategy)
+
+    def after_training(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """The call finished: nothing to undo any more."""
+        self._snapshot = None
+
+    def _stop_diverged(self, strategy: "SupervisedTemplate", what: str) -> None:
+        exp_id = _experience_id(strategy)
+        position = _training_position(strategy)
+        lr = None
+        optimizer = getattr(strategy, "optimizer", None)
+        if optimizer is not None and optimizer.param_groups:
+            lr = optimizer.param_groups[0].get("lr")
+        self.rollback(strategy)
+        raise DivergenceError(
+            f"Experience {exp_id}: training diverged at {position}: {what}. Nothing was composed; the "
+            f"strategy is as before this train() call. Lower the learning rate (lr={lr}) or check the data "
+            "for NaN/inf."
+        )
+
+    def before_update(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Stop on a non-finite loss before the optimizer step spreads it into ``δ``."""
+        loss = getattr(strategy, "loss", None)
+        if self._in_training_exp and isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
+            self._stop_diverged(strategy, f"the loss is {loss.detach().float().sum().item()}")
+
+    def after_update(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Stop when the optimizer step made ``δ`` non-finite."""
+        if not self._in_training_exp:
+            return
+        model = self.tangent_model(strategy)
+        if bool(torch.stack([torch.isfinite(p).all() for p in model.delta_params]).all()):
+            return
+        bad = [n for n, p in zip(model.linearized_names, model.delta_params) if not bool(torch.isfinite(p).all())]
+        self._stop_diverged(strategy, f"δ holds NaN/inf in {bad[:5]}")
+
     # ------------------------------------------------------------------ training
     def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Start a fresh component (zero, or the composed δ for TMC-Seq)."""
@@ -202,7 +318,10 @@ class TangentPlugin(TaskMaskPlugin):
                 f"Experience {key} was already trained and composed; forget it first "
                 "(strategy.forget(exp_id)) to train it again."
             )
-        self.composition.add(key, model.delta, self._pending_weight)
+        delta = model.delta
+        if non_finite_names(delta):
+            self._stop_diverged(strategy, f"δ holds NaN/inf in {non_finite_names(delta)[:5]}")
+        self.composition.add(key, delta, self._pending_weight)
         self._in_training_exp = False
         model.load_delta(self.composition.composed())
 

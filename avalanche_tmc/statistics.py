@@ -71,6 +71,15 @@ def add_statistics(a: HeadStats, b: HeadStats, sign: float = 1.0) -> HeadStats:
     return OrderedDict((k, a[k] + sign * b[k].to(a[k])) for k in STAT_KEYS)
 
 
+def check_finite_statistics(stats: HeadStats, what: str = "statistics") -> None:
+    """Raise ``ValueError`` if any of ``stats`` holds a NaN or an infinity."""
+    bad = [k for k in STAT_KEYS if k in stats and not bool(torch.isfinite(stats[k]).all())]
+    if bad:
+        raise ValueError(f"The {what} are not finite (NaN or inf in {bad}): the features hold NaN/inf "
+                         "(check the data and the feature network). Non-finite statistics are never composed: "
+                         "they would spoil the head of every later experience.")
+
+
 def _ridge_solution(gram: Tensor, cross: Tensor, lam: float) -> Tensor:
     eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
     return torch.linalg.solve(gram + lam * eye, cross)
@@ -168,6 +177,10 @@ class StatisticsComposition:
         """Add a task's statistics under ``key``."""
         if key in self._keys:
             raise KeyError(f"Statistics for {key!r} are already in the composition; forget them first.")
+        missing = [k for k in STAT_KEYS if k not in stats]
+        if missing:
+            raise ValueError(f"Statistics for {key!r} lack {missing}; use head_statistics() to make them.")
+        check_finite_statistics(stats, f"statistics of {key!r}")
         self._sum = OrderedDict((k, stats[k].clone()) for k in STAT_KEYS) if self._sum is None \
             else add_statistics(self._sum, stats)
         self._keys.append(key)
@@ -182,6 +195,7 @@ class StatisticsComposition:
             if not self.keep_components:
                 raise ValueError(f"Pass the statistics of {key!r} to forget them (components are not kept).")
             stats = self._components[key]
+        check_finite_statistics(stats, f"statistics given to forget {key!r}")
         self._sum = add_statistics(self._sum, stats, sign=-1.0)
         self._keys.remove(key)
         self._components.pop(key, None)

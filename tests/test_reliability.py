@@ -1,0 +1,143 @@
+"""Reliability (issue 10): divergence is stopped, never composed; bad input is refused at
+the boundary; a failed ``train()`` leaves the strategy as before the call; every
+Avalanche 0.6 benchmark generator works with the plugins and the analytic head."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training.plugins import EvaluationPlugin
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from avalanche_tmc import (
+    DivergenceError,
+    DeltaComposition,
+    RescaledSquareLoss,
+    StatisticsComposition,
+    TangentModel,
+    TMCStrategy,
+    head_statistics,
+)
+from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from conftest import TinyResNet, random_delta
+
+warnings.filterwarnings("ignore", message="No loggers specified")
+
+NUM_CLASSES = 4
+
+
+def tensor_dataset(n: int = 24, seed: int = 0, num_classes: int = NUM_CLASSES, nan_at=None) -> TensorDataset:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, 8, 8, generator=gen)
+    y = torch.arange(n) % num_classes
+    if nan_at is not None:
+        x[nan_at] = float("nan")
+    dataset = TensorDataset(x, y)
+    dataset.targets = y.tolist()
+    return dataset
+
+
+def small_benchmark(n_experiences: int = 2, task_labels: bool = False, train=None):
+    return nc_benchmark(train or tensor_dataset(), tensor_dataset(16, seed=1), n_experiences=n_experiences,
+                        task_labels=task_labels, seed=0)
+
+
+def quiet_evaluator():
+    return EvaluationPlugin(accuracy_metrics(experience=True, stream=True), loggers=[])
+
+
+def tmc(lr: float = 1e-2, **kwargs) -> TMCStrategy:
+    torch.manual_seed(0)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+    return TMCStrategy(model=model, lr=lr, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
+
+
+def analytic(**kwargs) -> AnalyticHeadStrategy:
+    torch.manual_seed(0)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+                                **kwargs)
+
+
+def assert_same_delta(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+# ---------------------------------------------------------------------------- 1. NaN / inf
+def test_rsl_only_minus_inf_is_masked():
+    assert not torch.isfinite(RescaledSquareLoss()(torch.tensor([[float("nan"), 3.0, 0.0]]), torch.tensor([1])))
+    assert not torch.isfinite(RescaledSquareLoss()(torch.tensor([[float("inf"), 3.0, 0.0]]), torch.tensor([1])))
+    masked = RescaledSquareLoss(beta=5.0)(torch.tensor([[float("-inf"), 3.0, 0.0]]), torch.tensor([1]))
+    assert masked.item() == pytest.approx((3.0 - 5.0) ** 2 / 2)
+
+
+def test_diverged_experience_is_stopped_and_nothing_composed():
+    bm = small_benchmark()
+    strategy = tmc()
+    strategy.train(bm.train_stream[0])
+    composed = strategy.composed_delta
+    model_delta = strategy.model.delta
+    strategy.optimizer.param_groups[0]["lr"] = 1e30
+    with pytest.raises(DivergenceError, match=r"Experience 1: training diverged at iteration \d+ \(epoch 1\)"):
+        strategy.train(bm.train_stream[1])
+    assert strategy.tangent_plugin.composition.keys == [0]
+    assert_same_delta(strategy.composed_delta, composed)
+    assert_same_delta(strategy.model.delta, model_delta)
+    assert not strategy.tangent_plugin._in_training_exp
+    strategy.optimizer.param_groups[0]["lr"] = 1e-2
+    strategy.train(bm.train_stream[1])  # and it can be trained again normally
+    assert strategy.tangent_plugin.composition.keys == [0, 1]
+
+
+def test_nan_input_stops_the_experience():
+    bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
+    strategy = tmc()
+    with pytest.raises(DivergenceError, match="Experience 0.*loss is nan"):
+        strategy.train(bm.train_stream[0], shuffle=False)
+    assert len(strategy.tangent_plugin.composition) == 0
+    assert all(torch.count_nonzero(v) == 0 for v in strategy.model.delta.values())
+
+
+def test_composition_refuses_non_finite_components():
+    tm = TangentModel(TinyResNet(), num_classes=NUM_CLASSES)
+    good, bad = random_delta(tm, seed=1), random_delta(tm, seed=2)
+    bad[next(iter(bad))].view(-1)[0] = float("inf")
+    composition = DeltaComposition()
+    composition.add("a", good)
+    before = composition.composed()
+    with pytest.raises(ValueError, match="not finite"):
+        composition.add("b", bad)
+    assert composition.keys == ["a"]
+    assert_same_delta(composition.composed(), before)
+    kept = DeltaComposition(keep_components=False)
+    kept.add("a", good)
+    with pytest.raises(ValueError, match="not finite"):
+        kept.forget("a", bad)
+    with pytest.raises(ValueError, match="positive finite"):
+        composition.add("c", good, weight=float("nan"))
+
+
+def test_statistics_refuse_non_finite():
+    features = torch.randn(6, 5)
+    stats = head_statistics(features, torch.arange(6) % 3, 3)
+    features[2, 1] = float("nan")
+    composition = StatisticsComposition()
+    with pytest.raises(ValueError, match="not finite"):
+        composition.add(0, head_statistics(features, torch.arange(6) % 3, 3))
+    assert len(composition) == 0
+    composition.add(0, stats)
+
+
+def test_analytic_head_refuses_nan_features():
+    bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
+    strategy = analytic()
+    with pytest.raises(ValueError, match="Experience 0: the features of training iteration 1 hold NaN"):
+        strategy.train(bm.train_stream[0], shuffle=False)
+    assert len(strategy.statistics) == 0
+    assert strategy.model.weight.numel() == 0
