@@ -32,6 +32,69 @@ MODES = ("tmc", "tme", "tmc-seq")
 WEIGHTINGS = ("mean", "samples")
 
 
+def _labels(values) -> torch.Tensor:
+    """A sequence of integer labels (list, tensor, Avalanche ``DataAttribute``) as a tensor."""
+    values = getattr(values, "data", values)
+    if isinstance(values, torch.Tensor):
+        return values.reshape(-1).long()
+    return torch.as_tensor([int(v) for v in values], dtype=torch.long)
+
+
+def _single_task_label(experience) -> Optional[int]:
+    """The experience's one task label; 0 when it carries none; None when it has several."""
+    try:
+        task = getattr(experience, "task_label", None)
+    except (ValueError, AssertionError):  # a multi-task experience refuses ``task_label``
+        return None
+    if task is not None:
+        return int(task)
+    labels = getattr(experience, "task_labels", None)
+    if labels is not None:
+        return int(labels[0]) if len(labels) == 1 else None
+    return 0
+
+
+def experience_task_classes(experience) -> Dict[int, Set[int]]:
+    """Task label -> the classes of that task in ``experience``.
+
+    Works with every Avalanche 0.6 benchmark generator: it uses the experience's
+    ``classes_in_this_experience`` when it has it (``nc_benchmark``, ``ni_benchmark``,
+    ``class_incremental_benchmark``) and otherwise the dataset's ``targets`` (and
+    ``targets_task_labels``) (``new_instances_benchmark``, ``benchmark_from_datasets``,
+    ``task_incremental_benchmark``, ``with_task_labels``). Experiences without task
+    labels are task 0.
+    """
+    task = _single_task_label(experience)
+    classes = getattr(experience, "classes_in_this_experience", None)
+    if classes is not None and task is not None:
+        return {task: {int(c) for c in classes}}
+    dataset = experience.dataset
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        raise TypeError(
+            f"Cannot tell the classes of experience {getattr(experience, 'current_experience', '?')}: it has no "
+            "`classes_in_this_experience` and its dataset no `targets`. Build the benchmark from classification "
+            "datasets (avalanche.benchmarks.utils.as_classification_dataset, or a dataset with a `targets` list)."
+        )
+    targets = _labels(targets)
+    task_targets = getattr(dataset, "targets_task_labels", None)
+    tasks = _labels(task_targets) if task_targets is not None else torch.full_like(targets, 0 if task is None else task)
+    result: Dict[int, Set[int]] = {}
+    for t in tasks.unique().tolist():
+        result[int(t)] = set(targets[tasks == t].unique().tolist())
+    return result
+
+
+def batch_task_labels(strategy: "SupervisedTemplate") -> torch.Tensor:
+    """Task label of every sample of the current minibatch: the batch's own (third
+    element) when the dataset has task labels, else the experience's (0 if none)."""
+    mbatch = strategy.mbatch
+    if mbatch is not None and len(mbatch) >= 3:
+        return strategy.mb_task_id
+    task = _single_task_label(strategy.experience) if strategy.experience is not None else 0
+    return torch.full((len(strategy.mb_x),), 0 if task is None else task, dtype=torch.long)
+
+
 class DivergenceError(RuntimeError):
     """Training produced a non-finite loss or ``δ``: the experience is stopped and nothing
     is composed (the strategy is left as before the ``train()`` call)."""
@@ -81,10 +144,12 @@ class TaskMaskPlugin(SupervisedPlugin):
             strategy._criterion = self._saved_criterion
             self._saved_criterion = None
 
-    def _record_classes(self, experience) -> int:
-        task = int(getattr(experience, "task_label", 0))
-        self.task_classes[task].update(int(c) for c in experience.classes_in_this_experience)
-        return task
+    def _record_classes(self, experience) -> Set[int]:
+        """Record the classes of each task of ``experience``; returns its task labels."""
+        per_task = experience_task_classes(experience)
+        for task, classes in per_task.items():
+            self.task_classes[task].update(classes)
+        return set(per_task)
 
     def uses_task_mask(self) -> bool:
         """Whether evaluation restricts predictions to the task's classes."""
@@ -97,11 +162,11 @@ class TaskMaskPlugin(SupervisedPlugin):
         if not self.uses_task_mask():
             return None
         output = strategy.mb_output
-        return class_mask(strategy.mb_task_id.to(output.device), self.task_classes, output.shape[1])
+        return class_mask(batch_task_labels(strategy).to(output.device), self.task_classes, output.shape[1])
 
     def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Remember the experience's task label and classes."""
-        self._train_task_labels.add(self._record_classes(strategy.experience))
+        self._train_task_labels.update(self._record_classes(strategy.experience))
 
     def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Learn the class set of the evaluated task (task identity is given at test time)."""

@@ -54,7 +54,7 @@ class _JointTaskMaskPlugin(TaskMaskPlugin):
 
     def before_training_exp(self, strategy, **kwargs) -> None:
         for experience in getattr(strategy, "_experiences", None) or [strategy.experience]:
-            self._train_task_labels.add(self._record_classes(experience))
+            self._train_task_labels.update(self._record_classes(experience))
 
 
 def make_builtin_strategy(
