@@ -26,6 +26,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
 from .plugin import TaskMaskPlugin
+from .safety import FailSafeTraining
 from .statistics import HeadStats, RandomReLUFeatures, StatisticsComposition, add_statistics, class_means
 from .statistics import head_statistics, ridge_head
 from .tangent import find_head
@@ -112,12 +113,14 @@ class AnalyticClassifier(nn.Module):
         return self.scores(self.embed(x))
 
 
-class AnalyticHeadStrategy(SupervisedTemplate):
+class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
     the exact statistics). ``components`` maps experience id -> its statistics and
-    ``forget(exp_id)`` removes one exactly.
+    ``forget(exp_id)`` removes one exactly. ``train()`` is all or nothing: an experience
+    id already learned is refused before the pass, and on any exception the statistics,
+    the head and the task classes are as before the call.
     """
 
     def __init__(
@@ -153,6 +156,28 @@ class AnalyticHeadStrategy(SupervisedTemplate):
             eval_mb_size=eval_mb_size, device=device, plugins=[TaskMaskPlugin(task_incremental), *(plugins or [])],
             evaluator=evaluator, eval_every=eval_every, **base_kwargs,
         )
+
+    def _learned_ids(self):
+        return self.statistics
+
+    def _snapshot_learner(self):
+        model, stats = self.model, self.statistics
+        return dict(
+            keys=list(stats._keys), sum=stats._sum, components=OrderedDict(stats._components),
+            weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
+            pending=self._pending, masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
+            clock=dict(vars(self.clock)),
+        )
+
+    def _restore_learner(self, snap) -> None:
+        model, stats = self.model, self.statistics
+        stats._keys, stats._sum, stats._components = list(snap["keys"]), snap["sum"], OrderedDict(snap["components"])
+        model.weight, model.means = snap["weight"], snap["means"]
+        model.ridge_lambda, model.projection = snap["ridge_lambda"], snap["projection"]
+        self._pending = snap["pending"]
+        for plugin, state in snap["masks"]:
+            plugin._load_mask_state(state)
+        vars(self.clock).update(snap["clock"])
 
     def make_optimizer(self, **kwargs) -> None:
         """No optimizer: the head is solved in closed form."""

@@ -22,6 +22,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from .composition import DeltaComposition, non_finite_names
+from .safety import check_new_experience_ids
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
 from .tangent import Delta, TangentModel
 
@@ -143,6 +144,15 @@ class TaskMaskPlugin(SupervisedPlugin):
         if self._saved_criterion is not None:
             strategy._criterion = self._saved_criterion
             self._saved_criterion = None
+
+    def _mask_state(self) -> Dict[str, Any]:
+        return dict(task_classes={k: set(v) for k, v in self.task_classes.items()},
+                    train_task_labels=set(self._train_task_labels), saved_criterion=self._saved_criterion)
+
+    def _load_mask_state(self, state: Dict[str, Any]) -> None:
+        self.task_classes = defaultdict(set, {k: set(v) for k, v in state["task_classes"].items()})
+        self._train_task_labels = set(state["train_task_labels"])
+        self._saved_criterion = state["saved_criterion"]
 
     def _record_classes(self, experience) -> Set[int]:
         """Record the classes of each task of ``experience``; returns its task labels."""
@@ -274,13 +284,11 @@ class TangentPlugin(TaskMaskPlugin):
         return dict(
             delta=model.delta,
             composition=self.composition.snapshot(),
-            task_classes=copy.deepcopy(dict(self.task_classes)),
-            train_task_labels=set(self._train_task_labels),
+            mask=self._mask_state(),
             in_training_exp=self._in_training_exp,
             training_delta=self._training_delta,
             pending_weight=self._pending_weight,
             criterion=getattr(strategy, "_criterion", None),
-            saved_criterion=self._saved_criterion,
             optimizer=optimizer,
             optimizer_state=None if optimizer is None else (
                 optimizer.state if self.reset_optimizer_state else copy.deepcopy(optimizer.state)),
@@ -293,12 +301,10 @@ class TangentPlugin(TaskMaskPlugin):
         """Put back what :meth:`snapshot` recorded."""
         model = self.tangent_model(strategy)
         self.composition.restore(snap["composition"])
-        self.task_classes = defaultdict(set, {k: set(v) for k, v in snap["task_classes"].items()})
-        self._train_task_labels = set(snap["train_task_labels"])
+        self._load_mask_state(snap["mask"])
         self._in_training_exp = snap["in_training_exp"]
         self._training_delta = snap["training_delta"]
         self._pending_weight = snap["pending_weight"]
-        self._saved_criterion = snap["saved_criterion"]
         if snap["criterion"] is not None:
             strategy._criterion = snap["criterion"]
         if snap["optimizer"] is not None:
@@ -322,9 +328,11 @@ class TangentPlugin(TaskMaskPlugin):
         return True
 
     def before_training(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Record the state to go back to if this ``train()`` call fails."""
-        if self._snapshot is None:
-            self._snapshot = self.snapshot(strategy)
+        """Record the state to go back to if this ``train()`` call fails (first undoing a
+        previous call that failed without :meth:`rollback`)."""
+        if self._snapshot is not None:
+            self.rollback(strategy)
+        self._snapshot = self.snapshot(strategy)
 
     def after_training(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """The call finished: nothing to undo any more."""
@@ -362,8 +370,10 @@ class TangentPlugin(TaskMaskPlugin):
 
     # ------------------------------------------------------------------ training
     def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Start a fresh component (zero, or the composed δ for TMC-Seq)."""
+        """Refuse an experience id already composed; start a fresh component (zero, or
+        the composed δ for TMC-Seq)."""
         model = self.tangent_model(strategy)
+        check_new_experience_ids([strategy.experience], self.composition)
         if self.mode == "tmc-seq" and len(self.composition):
             model.load_delta(self.composition.composed())
         else:

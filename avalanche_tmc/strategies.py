@@ -13,11 +13,17 @@ from torch.optim import Optimizer
 
 from .losses import RescaledSquareLoss
 from .plugin import TangentPlugin
+from .safety import FailSafeTraining
 from .tangent import Delta, TangentModel
 
 
-class _TangentStrategy(SupervisedTemplate):
-    """Shared constructor of the tangent strategies; subclasses fix ``mode``."""
+class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
+    """Shared constructor of the tangent strategies; subclasses fix ``mode``.
+
+    ``train()`` is all or nothing: an experience id that is already composed is refused
+    before training, and on any exception (a bad label, :class:`~avalanche_tmc.plugin.DivergenceError`,
+    ``KeyboardInterrupt``) the components, the model's ``δ``, the optimizer state and the
+    clock are as before the call."""
 
     mode = "tmc"
 
@@ -80,6 +86,16 @@ class _TangentStrategy(SupervisedTemplate):
             eval_every=eval_every,
             **base_kwargs,
         )
+
+    def _learned_ids(self):
+        return self.tangent_plugin.composition
+
+    def _snapshot_learner(self):
+        return self.tangent_plugin.snapshot(self)
+
+    def _restore_learner(self, snapshot) -> None:
+        self.tangent_plugin.restore(self, snapshot)
+        self.tangent_plugin._snapshot = None
 
     @property
     def components(self) -> "OrderedDict[Hashable, Delta]":
