@@ -310,3 +310,61 @@ def test_duplicate_experience_is_refused_before_training(learner):
     with pytest.raises(KeyError, match="twice"):
         strategy.train([bm.train_stream[1], bm.train_stream[1]])
     assert counter.count == done  # refused before any training iteration
+
+
+# ---------------------------------------------------------------------------- 4. the head is the output layer
+class _ProjectionAfterFc(nn.Module):
+    """``fc`` makes the logits; ``proj`` (registered after it) is an auxiliary embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU())
+        self.fc = nn.Linear(16, 3)
+        self.proj = nn.Linear(16, 32)
+
+    def forward(self, x):
+        return self.fc(self.body(x)) * 2.0
+
+    def embed(self, x):
+        return self.proj(self.body(x))
+
+
+class _Untraceable(nn.Module):
+    def __init__(self, linears=2):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 16)) if linears == 2 else nn.Flatten()
+        self.fc = nn.Linear(16 if linears == 2 else 64, 3)
+
+    def forward(self, x):
+        h = self.body(x)
+        if h.sum() > 0:  # data-dependent control flow: torch.fx cannot trace it
+            h = h * 1.0
+        return self.fc(h)
+
+
+class _ConvOutput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 8)
+        self.out = nn.Conv2d(1, 3, 8)
+
+    def forward(self, x):
+        return self.out(self.embed(x)).flatten(1)
+
+
+def test_find_head_finds_the_output_layer_not_the_last_registered():
+    from avalanche_tmc import find_head
+
+    assert find_head(_ProjectionAfterFc()) == "fc"
+    tm = TangentModel(_ProjectionAfterFc(), num_classes=5)
+    assert tm.head_name == "fc" and tm(torch.randn(2, 1, 8, 8)).shape == (2, 5)
+    with pytest.raises(ValueError, match=r"head='proj' does not produce the model's output \('fc' does\)"):
+        TangentModel(_ProjectionAfterFc(), num_classes=5, head="proj")
+    with pytest.raises(ValueError, match=r"cannot be traced.*head='<module name>'.*\['body.1', 'fc'\]"):
+        find_head(_Untraceable())
+    assert find_head(_Untraceable(linears=1)) == "fc"
+    assert TangentModel(_Untraceable(), num_classes=4, head="fc")(torch.randn(2, 1, 8, 8)).shape == (2, 4)
+    with pytest.raises(ValueError, match=r"produced by 'out' \(Conv2d\), not an nn.Linear"):
+        find_head(_ConvOutput())
+    with pytest.raises(ValueError, match="names no module"):
+        TangentModel(_ProjectionAfterFc(), num_classes=5, head="nope")
