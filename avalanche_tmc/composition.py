@@ -233,6 +233,15 @@ class DeltaComposition:
             delta = self._components[key]
         check_compatible(self._template, delta)
         check_finite(delta, f"delta given to forget {key!r}")
+        if self.keep_components and delta is not self._components[key]:
+            kept = self._components[key]
+            differ = [n for n in kept if not torch.allclose(delta[n].to(kept[n]), kept[n], rtol=1e-5, atol=1e-8)]
+            if differ:
+                raise ValueError(
+                    f"The delta given to forget {key!r} differs from the component kept under that key (in "
+                    f"{differ[:5]}); subtracting it would leave the composition wrong. Call forget({key!r}) "
+                    "without a delta: the kept component is used."
+                )
         weight = self._weights.pop(key)
         self._components.pop(key, None)
         self._sum = OrderedDict((n, self._sum[n] - weight * delta[n].to(self._sum[n])) for n in self._sum)

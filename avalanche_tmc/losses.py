@@ -1,5 +1,8 @@
 """The Rescaled Square Loss (Hui & Belkin 2020) that TMC trains its components with."""
 
+import math
+import numbers
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -23,6 +26,12 @@ class RescaledSquareLoss(nn.Module):
 
     def __init__(self, alpha: float = 1.0, beta: float = 25.0):
         super().__init__()
+        for name, value in (("alpha", alpha), ("beta", beta)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+                raise ValueError(
+                    f"RescaledSquareLoss needs {name} > 0 and finite, got {value!r} (the paper: alpha = 1; "
+                    "beta = 25 for class/task-incremental, 5 for data-incremental)."
+                )
         self.alpha = float(alpha)
         self.beta = float(beta)
 
@@ -33,7 +42,17 @@ class RescaledSquareLoss(nn.Module):
             raise ValueError(
                 f"RescaledSquareLoss expects integer targets of shape ({logits.shape[0]},), got {tuple(targets.shape)}."
             )
+        if targets.dtype == torch.bool or targets.is_floating_point() or targets.is_complex():
+            raise TypeError(
+                f"RescaledSquareLoss needs integer class indices as targets (like CrossEntropyLoss), got "
+                f"{targets.dtype}; convert labels with .long() (soft or one-hot targets are not supported)."
+            )
         num_classes = logits.shape[1]
+        if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
+            raise ValueError(
+                f"Targets must be class indices in [0, {num_classes}), got values in "
+                f"[{int(targets.min())}, {int(targets.max())}]: the model has fewer outputs than the data has classes."
+            )
         one_hot = F.one_hot(targets.long(), num_classes).to(logits.dtype)
         allowed = ~torch.isneginf(logits)
         safe_logits = torch.where(allowed, logits, torch.zeros_like(logits))

@@ -196,6 +196,11 @@ class StatisticsComposition:
                 raise ValueError(f"Pass the statistics of {key!r} to forget them (components are not kept).")
             stats = self._components[key]
         check_finite_statistics(stats, f"statistics given to forget {key!r}")
+        if self.keep_components and stats is not self._components[key]:
+            kept = self._components[key]
+            if any(not torch.allclose(stats[k].to(kept[k]), kept[k], rtol=1e-7, atol=1e-9) for k in STAT_KEYS):
+                raise ValueError(f"The statistics given to forget {key!r} differ from the ones kept under that key; "
+                                 f"call forget({key!r}) without statistics: the kept ones are used.")
         self._sum = add_statistics(self._sum, stats, sign=-1.0)
         self._keys.remove(key)
         self._components.pop(key, None)

@@ -96,6 +96,39 @@ def find_head(model: nn.Module) -> str:
     )
 
 
+def _check_arguments(model: nn.Module, num_classes: Optional[int], head: Optional[str], linearize: LinearizeSpec,
+                     start_at: Optional[str]) -> None:
+    """The boundary checks of :class:`TangentModel`, each with what is allowed."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"TangentModel wraps an nn.Module, got {type(model).__name__}.")
+    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                    or num_classes < 1):
+        raise ValueError(f"num_classes must be a positive int (the size of a new head) or None (keep the model's "
+                         f"head), got {num_classes!r}.")
+    for name, value in (("head", head), ("start_at", start_at)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a module name (str) or None, got {value!r}.")
+    if not (isinstance(linearize, str) or callable(linearize) or (
+            isinstance(linearize, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in linearize))):
+        raise TypeError(f"linearize must be 'all', 'head', a list of module-name prefixes, or a callable "
+                        f"name -> bool; got {linearize!r}.")
+    dynamic = [(name or "<model>", type(m).__name__) for name, m in model.named_modules()
+               if any(c.__module__.startswith("avalanche.") and c.__name__ in _DYNAMIC_MODULES
+                      for c in type(m).__mro__)]
+    if dynamic:
+        raise TypeError(
+            f"TangentModel cannot linearize Avalanche's dynamic/multi-task modules ({dynamic[0][0]}: "
+            f"{dynamic[0][1]}): their heads grow or are chosen per task label, so there is no single fixed "
+            "network to take the tangent of, and the forward needs task labels. Use a fixed nn.Linear head "
+            "over all classes instead (TangentModel(net, num_classes=<total classes>)); for task-incremental "
+            "learning the strategies mask each sample's prediction to its task's classes (TaskMaskPlugin, on "
+            "by default when training sees several task labels)."
+        )
+
+
+_DYNAMIC_MODULES = ("DynamicModule", "MultiTaskModule", "IncrementalClassifier", "MultiHeadClassifier")
+
+
 def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
     parent_name, _, child = name.rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model
@@ -220,6 +253,7 @@ class TangentModel(nn.Module):
         channels_last: bool = False,
     ):
         super().__init__()
+        _check_arguments(model, num_classes, head, linearize, start_at)
         if implementation not in IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
         if head is None and (num_classes is not None or linearize == "head"):
@@ -352,10 +386,23 @@ class TangentModel(nn.Module):
 
     @torch.no_grad()
     def load_delta(self, delta: Mapping[str, Tensor]) -> None:
-        """Copy ``delta`` into this model's ``δ`` (checked for names and shapes)."""
+        """Copy ``delta`` into this model's ``δ``, all or nothing: names, shapes, types and
+        finiteness are checked and every entry converted before any is written."""
+        not_tensors = [n for n, v in delta.items() if not isinstance(v, Tensor)]
+        if not_tensors:
+            raise TypeError(f"A delta maps names to tensors; {not_tensors[:5]} are not tensors. Nothing was loaded.")
         self.check_delta(delta)
+        values = []
         for name, param in zip(self.linearized_names, self.delta_params):
-            param.copy_(delta[name])
+            value = delta[name]
+            if value.is_complex() or not (value.is_floating_point() or value.dtype == param.dtype):
+                raise TypeError(f"delta[{name!r}] must be a real floating-point tensor, got "
+                                f"{getattr(value, 'dtype', type(value).__name__)}. Nothing was loaded.")
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f"delta[{name!r}] holds NaN or inf. Nothing was loaded.")
+            values.append(value.to(device=param.device, dtype=param.dtype))
+        for param, value in zip(self.delta_params, values):
+            param.copy_(value)
 
     @torch.no_grad()
     def zero_delta(self) -> None:

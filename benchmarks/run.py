@@ -40,6 +40,41 @@ RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_un
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _bounded_float(high: float, hint: str):
+    """An argparse type for a float in (0, high]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not 0 < value <= high:  # also refuses nan and inf
+            raise argparse.ArgumentTypeError(f"must be in (0, {high:g}] ({hint}), got {text}")
+        return value
+
+    return parse
+
+
+def _milestones(text: str) -> str:
+    try:
+        epochs = [int(m) for m in text.split(",") if m.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated epochs, e.g. 10,15; got {text!r}") from None
+    if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
+        raise argparse.ArgumentTypeError(f"milestones must be increasing positive epochs, got {text!r}")
+    return text
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options; those left unset come from the preset."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -49,18 +84,21 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="dataset loader option, e.g. per_class_train=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--tasks", type=int)
+    p.add_argument("--tasks", type=_positive_int)
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(ALL_METHODS)}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
-    p.add_argument("--image-size", type=int)
+    p.add_argument("--image-size", type=_positive_int)
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--milestones", help="comma-separated epochs where lr is multiplied by 0.1")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr-tangent", type=float, help="Adam lr of the tangent methods")
-    p.add_argument("--lr", type=float, help="SGD lr of the non-linear methods")
-    p.add_argument("--beta", type=float, help="RSL beta (25 class/task-IL, 5 data-IL)")
+    p.add_argument("--epochs", type=_positive_int)
+    p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
+    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--lr-tangent", type=_bounded_float(1.0, "Adam; the paper uses 1e-4 to 1e-2"),
+                   help="Adam lr of the tangent methods")
+    p.add_argument("--lr", type=_bounded_float(10.0, "SGD; typically 1e-3 to 1e-1"),
+                   help="SGD lr of the non-linear methods")
+    p.add_argument("--beta", type=_bounded_float(1000.0, "25 class/task-IL, 5 data-IL"),
+                   help="RSL beta (25 class/task-IL, 5 data-IL)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")

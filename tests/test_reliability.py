@@ -2,7 +2,7 @@
 the boundary; a failed ``train()`` leaves the strategy as before the call; every
 Avalanche 0.6 benchmark generator works with the plugins and the analytic head."""
 
-import copy
+import re
 import warnings
 
 import pytest
@@ -368,3 +368,144 @@ def test_find_head_finds_the_output_layer_not_the_last_registered():
         find_head(_ConvOutput())
     with pytest.raises(ValueError, match="names no module"):
         TangentModel(_ProjectionAfterFc(), num_classes=5, head="nope")
+
+
+# ---------------------------------------------------------------------------- 5. validation at the boundary
+@pytest.mark.parametrize("kwargs", [dict(alpha=-1), dict(alpha=0), dict(beta=-25), dict(beta=float("nan")),
+                                    dict(beta=float("inf")), dict(alpha=True), dict(beta="25")])
+def test_rsl_refuses_bad_alpha_beta(kwargs):
+    with pytest.raises(ValueError, match="> 0 and finite"):
+        RescaledSquareLoss(**kwargs)
+
+
+def test_rsl_refuses_float_bool_and_out_of_range_targets():
+    logits = torch.randn(2, 3)
+    with pytest.raises(TypeError, match="integer class indices.*torch.float32"):
+        RescaledSquareLoss()(logits, torch.tensor([0.7, 1.9]))
+    with pytest.raises(TypeError, match="integer class indices.*torch.bool"):
+        RescaledSquareLoss()(logits, torch.tensor([True, False]))
+    with pytest.raises(ValueError, match=r"\[0, 3\)"):
+        RescaledSquareLoss()(logits, torch.tensor([0, 3]))
+    RescaledSquareLoss()(logits, torch.tensor([0, 2], dtype=torch.int32))  # any integer dtype is fine
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_forget_with_a_different_delta_is_refused(keep):
+    tm = TangentModel(TinyResNet(), num_classes=NUM_CLASSES)
+    a, b = random_delta(tm, seed=1), random_delta(tm, seed=2)
+    composition = DeltaComposition(keep_components=keep)
+    composition.add(0, a)
+    composition.add(1, b)
+    before = composition.composed()
+    if keep:
+        with pytest.raises(ValueError, match="differs from the component kept"):
+            composition.forget(0, b)
+        assert composition.keys == [0, 1]
+        assert_same_delta(composition.composed(), before)
+    composition.forget(0, a)  # the right one is accepted (and needed without kept components)
+    assert composition.keys == [1]
+
+
+def test_forget_with_different_statistics_is_refused():
+    s0 = head_statistics(torch.randn(6, 5), torch.arange(6) % 3, 3)
+    s1 = head_statistics(torch.randn(6, 5), torch.arange(6) % 3, 3)
+    composition = StatisticsComposition()
+    composition.add(0, s0)
+    composition.add(1, s1)
+    with pytest.raises(ValueError, match="differ from the ones kept"):
+        composition.forget(0, s1)
+    assert composition.keys == [0, 1]
+    composition.forget(0, s0)
+
+
+def test_load_delta_is_atomic():
+    tm = TangentModel(TinyResNet(), num_classes=NUM_CLASSES)
+    good = random_delta(tm, seed=1)
+    tm.load_delta(good)
+    names = list(good)
+    for bad_value, error in ((float("nan"), ValueError), ("text", TypeError)):
+        bad = dict(random_delta(tm, seed=2))
+        if isinstance(bad_value, str):
+            bad[names[-1]] = bad_value
+        else:
+            bad[names[-1]] = bad[names[-1]].clone().fill_(bad_value)  # the last entry is the bad one
+        with pytest.raises(error, match="Nothing was loaded"):
+            tm.load_delta(bad)
+        assert_same_delta(tm.delta, good)  # not one entry overwritten
+    with pytest.raises(TypeError, match="real floating-point"):
+        tm.load_delta(dict(good, **{names[-1]: torch.ones_like(good[names[-1]], dtype=torch.complex64)}))
+    assert_same_delta(tm.delta, good)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(num_classes=0), ValueError, "num_classes must be a positive int"),
+    (dict(num_classes=-3), ValueError, "num_classes must be a positive int"),
+    (dict(num_classes=2.5), ValueError, "num_classes must be a positive int"),
+    (dict(num_classes=True), ValueError, "num_classes must be a positive int"),
+    (dict(linearize=123), TypeError, "linearize must be 'all', 'head', a list"),
+    (dict(linearize=["fc", 3]), TypeError, "linearize must be"),
+    (dict(linearize="everything"), ValueError, "is not understood"),
+    (dict(head=3), TypeError, "head must be a module name"),
+])
+def test_tangent_model_refuses_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        TangentModel(TinyResNet(), **kwargs)
+
+
+def test_strategy_refuses_bad_lr():
+    for lr in (-1e-3, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lr must be a positive finite number"):
+            tmc(lr=lr)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--beta", "-25"], "--beta: must be in"),
+    (["--beta", "nan"], "--beta: must be in"),
+    (["--epochs", "-1"], "--epochs: must be at least 1"),
+    (["--epochs", "0"], "--epochs: must be at least 1"),
+    (["--tasks", "two"], "--tasks: expected a positive integer"),
+    (["--batch-size", "0"], "--batch-size: must be at least 1"),
+    (["--lr-tangent", "1e30"], r"--lr-tangent: must be in \(0, 1\]"),
+    (["--lr-tangent", "-0.001"], "--lr-tangent: must be in"),
+    (["--lr", "inf"], r"--lr: must be in \(0, 10\]"),
+    (["--milestones", "15,10"], "milestones must be increasing"),
+])
+def test_runner_refuses_bad_arguments(argv, message, capsys):
+    from benchmarks import run
+
+    with pytest.raises(SystemExit):
+        run.parse_args(argv)
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_runner_accepts_good_arguments():
+    from benchmarks import run
+
+    args = run.parse_args(["--beta", "5", "--epochs", "2", "--lr-tangent", "1e-3", "--lr", "0.05",
+                           "--milestones", "10,15"])
+    assert (args.beta, args.epochs, args.lr_tangent, args.lr, args.milestones) == (5.0, 2, 1e-3, 0.05, "10,15")
+
+
+# ---------------------------------------------------------------------------- 6. Avalanche's dynamic models
+@pytest.mark.parametrize("make", ["IncrementalClassifier", "MultiHeadClassifier", "MultiTaskModule", "nested"])
+def test_avalanche_dynamic_models_are_refused_with_advice(make):
+    import avalanche.models as am
+
+    if make == "IncrementalClassifier":
+        model = am.IncrementalClassifier(in_features=16, initial_out_features=2)
+    elif make == "MultiHeadClassifier":
+        model = am.MultiHeadClassifier(in_features=16, initial_out_features=2)
+    elif make == "MultiTaskModule":
+        class MyMultiTask(am.MultiTaskModule):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 2)
+
+            def forward_single_task(self, x, task_label):
+                return self.fc(x)
+
+        model = MyMultiTask()
+    else:
+        model = nn.Sequential(nn.Linear(8, 16), am.IncrementalClassifier(in_features=16, initial_out_features=2))
+    with pytest.raises(TypeError, match="fixed nn.Linear head over all classes.*TaskMaskPlugin"):
+        TangentModel(model)
