@@ -26,7 +26,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
 from .plugin import TaskMaskPlugin
-from .safety import FailSafeTraining
+from .safety import FailSafeTraining, check_forget_without_replay, replay_plugin_names
 from .statistics import HeadStats, RandomReLUFeatures, StatisticsComposition, add_statistics, class_means
 from .statistics import head_statistics, ridge_head
 from .tangent import find_head
@@ -151,6 +151,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
+        self._replayed = {}  # experience id -> replay plugins active when learned
         super().__init__(
             model=model, optimizer=None, criterion=criterion, train_mb_size=train_mb_size, train_epochs=1,
             eval_mb_size=eval_mb_size, device=device, plugins=[TaskMaskPlugin(task_incremental), *(plugins or [])],
@@ -165,7 +166,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         return dict(
             keys=list(stats._keys), sum=stats._sum, components=OrderedDict(stats._components),
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
-            pending=self._pending, masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
+            pending=self._pending, replayed=dict(self._replayed), masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
             clock=dict(vars(self.clock)),
         )
 
@@ -175,6 +176,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         model.weight, model.means = snap["weight"], snap["means"]
         model.ridge_lambda, model.projection = snap["ridge_lambda"], snap["projection"]
         self._pending = snap["pending"]
+        self._replayed = dict(snap["replayed"])
         for plugin, state in snap["masks"]:
             plugin._load_mask_state(state)
         vars(self.clock).update(snap["clock"])
@@ -209,6 +211,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
             raise KeyError(f"Experience {key} was already learned; forget it first to learn it again.")
         if self._pending is not None:
             self.statistics.add(key, self._pending)
+            self._replayed[key] = replay_plugin_names(self)
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         self._pending = None
         super()._after_training_exp(**kwargs)
@@ -219,8 +222,11 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         return self.statistics.components
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None) -> None:
-        """Remove an experience exactly and re-solve the head."""
+        """Remove an experience exactly and re-solve the head. Refused when a later
+        experience was learned with a replay plugin (its statistics hold this one's samples)."""
+        check_forget_without_replay(exp_id, self.statistics.keys, self._replayed)
         self.statistics.forget(exp_id, stats)
+        self._replayed.pop(exp_id, None)
         if len(self.statistics):
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         else:

@@ -22,7 +22,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from .composition import DeltaComposition, non_finite_names
-from .safety import check_new_experience_ids
+from .safety import check_forget_without_replay, check_new_experience_ids, replay_plugin_names
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
 from .tangent import Delta, TangentModel
 
@@ -226,6 +226,7 @@ class TangentPlugin(TaskMaskPlugin):
         self._training_delta: Optional[Delta] = None
         self._pending_weight = 1.0
         self._snapshot: Optional[Dict[str, Any]] = None
+        self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay plugins active when trained
 
     @property
     def mode(self) -> str:
@@ -285,6 +286,7 @@ class TangentPlugin(TaskMaskPlugin):
             delta=model.delta,
             composition=self.composition.snapshot(),
             mask=self._mask_state(),
+            replayed=dict(self._replayed),
             in_training_exp=self._in_training_exp,
             training_delta=self._training_delta,
             pending_weight=self._pending_weight,
@@ -302,6 +304,7 @@ class TangentPlugin(TaskMaskPlugin):
         model = self.tangent_model(strategy)
         self.composition.restore(snap["composition"])
         self._load_mask_state(snap["mask"])
+        self._replayed = dict(snap["replayed"])
         self._in_training_exp = snap["in_training_exp"]
         self._training_delta = snap["training_delta"]
         self._pending_weight = snap["pending_weight"]
@@ -397,6 +400,7 @@ class TangentPlugin(TaskMaskPlugin):
         if non_finite_names(delta):
             self._stop_diverged(strategy, f"δ holds NaN/inf in {non_finite_names(delta)[:5]}")
         self.composition.add(key, delta, self._pending_weight)
+        self._replayed[key] = replay_plugin_names(strategy)
         self._in_training_exp = False
         model.load_delta(self.composition.composed())
 
@@ -441,12 +445,18 @@ class TangentPlugin(TaskMaskPlugin):
         return self.composition.components
 
     def forget(self, model: TangentModel, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
-        """Remove experience ``exp_id`` from the composition and load the result into ``model``."""
+        """Remove experience ``exp_id`` from the composition and load the result into ``model``.
+
+        Refused (``ValueError``) when an experience composed after ``exp_id`` was trained
+        with a replay plugin (``ReplayPlugin`` ...): its component holds ``exp_id``'s
+        samples, so forgetting ``exp_id`` alone would not unlearn them."""
         if self.mode == "tmc-seq":
             raise ValueError(
                 "TMC-Seq components are not independent: each δ_t started from the composition of "
                 "the tasks before it, so subtracting one does not give the model without that task. "
                 "Use TMCStrategy (parallel components) when you need exact forgetting."
             )
+        check_forget_without_replay(exp_id, self.composition.keys, self._replayed)
         self.composition.forget(exp_id, delta)
+        self._replayed.pop(exp_id, None)
         model.load_delta(self.composition.composed())

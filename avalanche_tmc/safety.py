@@ -69,3 +69,32 @@ class FailSafeTraining:
             self._restore_learner(learner)
             self._restore_template(template)
             raise
+
+
+def replay_plugin_names(strategy) -> List[str]:
+    """Names of the strategy's plugins that replay past samples (Avalanche's
+    ``ReplayPlugin`` and the like: anything with a ``storage_policy`` or "Replay" in its
+    class name)."""
+    names = []
+    for plugin in getattr(strategy, "plugins", []):
+        if hasattr(plugin, "storage_policy") or "replay" in type(plugin).__name__.lower():
+            names.append(type(plugin).__name__)
+    return names
+
+
+def check_forget_without_replay(exp_id, keys, replayed: Dict[Hashable, List[str]]) -> None:
+    """Refuse forgetting ``exp_id`` when a component learned after it was trained with a
+    replay plugin: that component holds ``exp_id``'s samples, so subtracting ``exp_id``
+    alone would not unlearn them."""
+    if exp_id not in keys:
+        return
+    later = [k for k in keys[keys.index(exp_id) + 1:] if replayed.get(k)]
+    if later:
+        plugins = sorted({n for k in later for n in replayed[k]})
+        undo = ", ".join(f"forget({k!r})" for k in reversed(later))
+        raise ValueError(
+            f"Cannot forget experience {exp_id!r} exactly: experiences {later} were trained with {plugins}, which "
+            f"replays earlier samples, so their components hold experience {exp_id!r}'s data too. Forget them "
+            f"first ({undo}, then forget({exp_id!r})), or train without replay plugins when you need exact "
+            "forgetting."
+        )

@@ -114,7 +114,13 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
     def forget(self, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
         """Unlearn experience ``exp_id`` at zero cost: the strategy then evaluates the
         composition of the remaining experiences. ``delta`` is needed only with
-        ``keep_components=False``."""
+        ``keep_components=False`` (and must then be that experience's component).
+
+        With a replay plugin (e.g. ``plugins=[ReplayPlugin(mem_size=...)]``) the
+        components of later experiences are trained on replayed samples of earlier ones,
+        so forgetting an experience that later ones replayed is refused with a
+        ``ValueError``; forget the later experiences first, or train without replay when
+        exact forgetting matters. Forgetting the most recent experience stays exact."""
         self.tangent_plugin.forget(self.model, exp_id, delta)
 
 

@@ -509,3 +509,36 @@ def test_avalanche_dynamic_models_are_refused_with_advice(make):
         model = nn.Sequential(nn.Linear(8, 16), am.IncrementalClassifier(in_features=16, initial_out_features=2))
     with pytest.raises(TypeError, match="fixed nn.Linear head over all classes.*TaskMaskPlugin"):
         TangentModel(model)
+
+
+# ---------------------------------------------------------------------------- 7. replay and forgetting
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_forget_is_refused_when_later_experiences_replayed_it(learner):
+    from avalanche.training.plugins import ReplayPlugin
+
+    bm = small_benchmark(n_experiences=4)
+    replay = ReplayPlugin(mem_size=8)
+    strategy = tmc(plugins=[replay]) if learner == "tmc" else analytic(plugins=[replay])
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    keys = lambda: strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys  # noqa
+    with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*\[1, 2, 3\].*ReplayPlugin.*"
+                                         r"forget\(3\), forget\(2\), forget\(1\), then forget\(0\)"):
+        strategy.forget(0)
+    assert keys() == [0, 1, 2, 3]
+    strategy.forget(3)  # the most recent one is exact
+    with pytest.raises(ValueError, match=r"experiences \[1, 2\]"):
+        strategy.forget(0)
+    strategy.forget(2)
+    strategy.forget(1)
+    strategy.forget(0)
+    assert keys() == []
+
+
+def test_forget_without_replay_is_unchanged():
+    bm = small_benchmark(n_experiences=4)
+    strategy = tmc()
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    strategy.forget(0)
+    assert strategy.tangent_plugin.composition.keys == [1, 2, 3]
