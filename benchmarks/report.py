@@ -13,8 +13,11 @@ to the CSV.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
+import os
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -126,11 +129,27 @@ def final_accuracy(index: AccuracyIndex, run: RunKey, method: str) -> Optional[f
 # ----------------------------------------------------------------------------- CSV
 
 
-def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
-    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored)."""
+@contextlib.contextmanager
+def atomic_path(path: PathLike):
+    """Yield a temporary path next to ``path``; when the block succeeds it is renamed over
+    ``path`` (``os.replace``), so a kill or an error never leaves a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; results files are ordinary files
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
+    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored), atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
@@ -201,7 +220,8 @@ def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
     """Write :func:`markdown_table` to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(markdown_table(rows), encoding="utf-8")
+    with atomic_path(path) as tmp:
+        tmp.write_text(markdown_table(rows), encoding="utf-8")
     return path
 
 
@@ -222,8 +242,8 @@ def _panels(n: int, ncols: int, panel_size: Tuple[float, float]) -> Tuple[Figure
 
 def _save(fig: Figure, path: PathLike) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
     return path
 
 

@@ -10,6 +10,7 @@ after every experience with Avalanche's ``EvaluationPlugin`` and loggers, and wr
 
 import argparse
 import os
+import tempfile
 import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
@@ -270,11 +271,23 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     return results
 
 
+def check_writable(out_dir: str) -> None:
+    """Refuse, before any training, an output folder that cannot be created or written."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-check-"):
+            pass
+    except OSError as error:
+        raise SystemExit(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
+                         "choose another with --out.") from None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """Run every run of the preset / command line and write the report."""
     args = parse_args(argv)
     runs = resolve_runs(args)
     out_dir = args.out or os.path.join("results", args.preset or runs[0]["dataset"])
+    check_writable(out_dir)
     start = time.time()
     rows: List[Dict[str, Any]] = []
     for run in runs:

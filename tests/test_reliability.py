@@ -542,3 +542,76 @@ def test_forget_without_replay_is_unchanged():
         strategy.train(exp)
     strategy.forget(0)
     assert strategy.tangent_plugin.composition.keys == [1, 2, 3]
+
+
+# ---------------------------------------------------------------------------- 8. checkpoint and resume
+def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_job.py")
+    ckpt, resumed, full = (str(tmp_path / n) for n in ("ckpt.pkl", "resumed.pt", "full.pt"))
+    for mode, out in (("first", ""), ("resume", resumed), ("full", full)):
+        done = subprocess.run([sys.executable, job, mode, ckpt, out], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []  # the atomic write left no temp file
+    a, b = torch.load(resumed), torch.load(full)
+    assert a["keys"] == b["keys"] == [0, 1, 2, 3]
+    assert_same_delta(a["delta"], b["delta"])
+    for key in b["components"]:
+        assert_same_delta(a["components"][key], b["components"][key])
+
+
+def test_failed_checkpoint_keeps_the_previous_file(tmp_path):
+    from avalanche_tmc.checkpoint import save_checkpoint
+
+    path = tmp_path / "ckpt.pkl"
+    path.write_bytes(b"previous")
+    strategy = tmc()
+    strategy.unpicklable = (i for i in range(3))
+    with pytest.raises(Exception):
+        save_checkpoint(strategy, str(path))
+    assert path.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pkl"]
+
+
+def test_report_files_are_written_atomically(tmp_path, monkeypatch):
+    from benchmarks import report
+
+    rows = [dict(dataset="d", scenario="class", tasks=1, backbone="b", method="tmc", model="composed",
+                 after_task=1, eval_exp="all", accuracy=0.5, train_seconds=1.0, eval_seconds=0.1)]
+    path = report.write_csv(rows, tmp_path / "results.csv")
+    before = path.read_bytes()
+
+    class Boom(Exception):
+        pass
+
+    def fail_midway(self, _rows):
+        raise Boom()
+
+    monkeypatch.setattr(report.csv.DictWriter, "writerows", fail_midway)
+    with pytest.raises(Boom):
+        report.write_csv(rows * 2, path)
+    assert path.read_bytes() == before  # the old file is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]  # and no temporary left
+
+
+def test_runner_checks_the_output_folder_before_training(tmp_path):
+    import os
+
+    from benchmarks import run
+
+    file_in_the_way = tmp_path / "file"
+    file_in_the_way.write_text("x")
+    with pytest.raises(SystemExit, match="not writable"):  # found before any data is loaded
+        run.main(["--dataset", "digits", "--out", str(file_in_the_way / "out")])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # (root can write anywhere)
+            with pytest.raises(SystemExit, match="not writable"):
+                run.main(["--dataset", "digits", "--out", str(locked / "out")])
+    finally:
+        os.chmod(locked, 0o700)

@@ -1,0 +1,33 @@
+"""A process of the checkpoint/resume test: ``python tests/checkpoint_job.py MODE CKPT OUT``.
+
+MODE ``first``: train experiences 0 and 1, checkpoint, exit. ``resume``: load the
+checkpoint into a freshly built strategy, train the rest. ``full``: all experiences in
+one process. ``resume`` and ``full`` save the composed δ and component keys to OUT."""
+
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+
+from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint  # noqa: E402
+from test_reliability import small_benchmark, tmc  # noqa: E402
+
+mode, ckpt, out = sys.argv[1:4]
+bm = small_benchmark(n_experiences=4)
+strategy, start = tmc(), 0
+if mode == "resume":
+    strategy, start = maybe_load_checkpoint(strategy, ckpt)
+    assert start == 2, start
+stop = 2 if mode == "first" else 4
+for exp in list(bm.train_stream)[start:stop]:
+    strategy.train(exp, shuffle=False)
+if mode == "first":
+    save_checkpoint(strategy, ckpt)
+else:
+    torch.save({"delta": strategy.composed_delta, "keys": strategy.tangent_plugin.composition.keys,
+                "components": dict(strategy.components)}, out)
