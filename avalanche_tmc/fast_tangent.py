@@ -225,12 +225,16 @@ def batchnorm_rule(
     eps: float,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """BatchNorm on running statistics: an affine map of ``x`` that is also affine in
-    ``(γ, β)``, so ``dy = γ/σ·dx + δγ·x̂ + δβ`` (each term one batch_norm kernel)."""
+    ``(γ, β)``, so ``dy = γ/σ·dx + δγ·x̂ + δβ``. The ``dx`` term is a product with a
+    constant (autograd keeps the per-channel scale, not ``dx``); the ``δγ`` term is one
+    batch_norm kernel on ``x``."""
     y = F.batch_norm(x, mean, var, weight, bias, False, 0.0, eps)
     terms = []
     if dx is not None:
-        terms.append(F.batch_norm(dx, torch.zeros_like(mean), var, weight, d_bias, False, 0.0, eps))
-        d_bias = None
+        scale = torch.rsqrt(var + eps)
+        if weight is not None:
+            scale = scale * weight
+        terms.append(dx * scale.view(1, -1, *([1] * (x.dim() - 2))))
     if d_weight is not None:
         terms.append(F.batch_norm(x, mean, var, d_weight, d_bias, False, 0.0, eps))
         d_bias = None
@@ -888,20 +892,23 @@ def _conv_conf_of(module: nn.Module) -> Dict[str, Any]:
 _CONV_FUNCTION_DIMS = {F.conv1d: 1, F.conv2d: 2, F.conv3d: 3}
 
 
+def _bind(names: Sequence[str], args, kwargs, d_args, d_kwargs, only_named: bool = False):
+    """Primal and tangent values of a call's arguments by parameter name."""
+    values = dict(zip(names, args))
+    values.update({k: v for k, v in kwargs.items() if not only_named or k in names})
+    d_values = dict(zip(names, d_args))
+    d_values.update({k: v for k, v in d_kwargs.items() if not only_named or k in names})
+    return values, d_values
+
+
 def _bilinear_call(conf_dim, args, kwargs, d_args, d_kwargs):
     names = ["input", "weight", "bias"]
     if conf_dim == 0:
-        values = dict(zip(names, args))
-        values.update({k: v for k, v in kwargs.items() if k in names})
-        d_values = dict(zip(names, d_args))
-        d_values.update({k: v for k, v in d_kwargs.items() if k in names})
+        values, d_values = _bind(names, args, kwargs, d_args, d_kwargs, only_named=True)
         conf = {"kind": "linear"}
     else:
         names = names + ["stride", "padding", "dilation", "groups"]
-        values = dict(zip(names, args))
-        values.update(kwargs)
-        d_values = dict(zip(names, d_args))
-        d_values.update(d_kwargs)
+        values, d_values = _bind(names, args, kwargs, d_args, d_kwargs)
         padding = values.get("padding", 0)
         if isinstance(padding, str):
             raise _UseJvp()
@@ -925,10 +932,7 @@ class _UseJvp(Exception):
 
 def _batchnorm_call(args, kwargs, d_args, d_kwargs):
     names = ["input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"]
-    values = dict(zip(names, args))
-    values.update(kwargs)
-    d_values = dict(zip(names, d_args))
-    d_values.update(d_kwargs)
+    values, d_values = _bind(names, args, kwargs, d_args, d_kwargs)
     if values.get("training", False) or values.get("running_mean") is None or values.get("running_var") is None:
         return None
     if d_values.get("running_mean") is not None or d_values.get("running_var") is not None:
@@ -942,10 +946,7 @@ def _batchnorm_call(args, kwargs, d_args, d_kwargs):
 
 def _layer_norm_call(args, kwargs, d_args, d_kwargs):
     names = ["input", "normalized_shape", "weight", "bias", "eps"]
-    values = dict(zip(names, args))
-    values.update(kwargs)
-    d_values = dict(zip(names, d_args))
-    d_values.update(d_kwargs)
+    values, d_values = _bind(names, args, kwargs, d_args, d_kwargs)
     return layer_norm_rule(
         values["input"], d_values.get("input"), values["normalized_shape"], values.get("weight"),
         d_values.get("weight"), values.get("bias"), d_values.get("bias"), values.get("eps", 1e-5),
@@ -954,10 +955,7 @@ def _layer_norm_call(args, kwargs, d_args, d_kwargs):
 
 def _attention_call(args, kwargs, d_args, d_kwargs):
     names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    values = dict(zip(names, args))
-    values.update(kwargs)
-    d_values = dict(zip(names, d_args))
-    d_values.update(d_kwargs)
+    values, d_values = _bind(names, args, kwargs, d_args, d_kwargs)
     if values.get("dropout_p", 0.0) or values.get("enable_gqa", False) or d_values.get("attn_mask") is not None:
         return None
     return attention_rule(

@@ -9,7 +9,10 @@ after every experience with Avalanche's ``EvaluationPlugin`` and loggers, and wr
 """
 
 import argparse
+import hashlib
+import json
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -105,6 +108,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
     p.add_argument("--verbose", action="store_true", help="Avalanche's interactive progress logger")
     p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under <out>/tb")
+    p.add_argument("--restart", action="store_true",
+                   help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
     return p.parse_args(argv)
 
 
@@ -247,6 +252,29 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     return results
 
 
+def _progress_path(out_dir: str, run: Dict[str, Any], group: MethodGroup, args: argparse.Namespace) -> str:
+    """Where a finished method group's rows are kept, named by everything that decides
+    them (the run's settings, the seed, the group and its rows), so a re-run with other
+    settings never picks up a stale result."""
+    settings = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root, group=group.name)
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return os.path.join(out_dir, "progress", f"{group.name}-{key}.json")
+
+
+def _load_progress(path: str) -> Optional[List[Dict[str, Any]]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["rows"]
+    except (OSError, ValueError, KeyError):
+        return None  # absent, or unreadable: train the group again
+
+
+def _save_progress(path: str, rows: List[Dict[str, Any]]) -> None:
+    with report.atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"rows": rows}, f)
+
+
 def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List[Dict[str, Any]]:
     """All method groups of one (dataset, scenario, tasks) run."""
     methods = [m.strip() for m in run["methods"].split(",") if m.strip()]
@@ -267,7 +295,15 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}")
     results = []
     for group, rows in groups:
-        results += run_group(group, rows, bm, top, cfg, base_row, run_dir, args)
+        progress = _progress_path(out_dir, run, group, args)
+        done = None if args.restart else _load_progress(progress)
+        if done is not None:
+            print(f"  {'+'.join(rows):18s} finished by an earlier run: kept from {progress} (--restart to retrain)")
+            results += done
+            continue
+        group_rows = run_group(group, rows, bm, top, cfg, base_row, run_dir, args)
+        _save_progress(progress, group_rows)  # a kill after this point does not lose the group
+        results += group_rows
     return results
 
 
@@ -294,6 +330,10 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         rows += run_one(run, args, out_dir)
         report.write_report(rows, out_dir)  # keep what is done if a later run fails
     paths = report.write_report(rows, out_dir)
+    # The run is complete: its results are in results.csv. Progress files only serve to
+    # resume an interrupted run; kept, they would hand a later re-run (after a code
+    # change, say) stale results for the same settings.
+    shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
     print("\n" + report.markdown_table(rows))
     print(f"\nTotal time {time.time() - start:.0f}s on {torch.get_num_threads()} threads ({args.device}). "
           f"Written: {', '.join(str(p) for p in paths.values())}")

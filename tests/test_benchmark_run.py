@@ -49,3 +49,39 @@ def test_offline_main_job(tmp_path):
               if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == r["tasks"]}
     assert finals[("class", "tmc")] > finals[("class", "lwf")]
     assert ("data", "tmc-seq") in finals
+
+
+def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path, monkeypatch):
+    args = TINY + ["--scenario", "class", "--methods", "tmc,joint"]
+    uninterrupted = run.main(args + ["--out", str(tmp_path / "whole")])
+
+    out = str(tmp_path / "interrupted")
+    real_run_group = run.run_group
+    trained = []
+
+    def killed_at_second_group(group, *a, **k):
+        if trained:
+            raise KeyboardInterrupt  # as a Ctrl-C during the second group
+        trained.append(group.name)
+        return real_run_group(group, *a, **k)
+
+    monkeypatch.setattr(run, "run_group", killed_at_second_group)
+    with pytest.raises(KeyboardInterrupt):
+        run.main(args + ["--out", out])
+    assert os.listdir(os.path.join(out, "progress"))  # the first group was kept
+
+    retrained = []
+
+    def counting(group, *a, **k):
+        retrained.append(group.name)
+        return real_run_group(group, *a, **k)
+
+    monkeypatch.setattr(run, "run_group", counting)
+    resumed = run.main(args + ["--out", out])
+    assert retrained and trained[0] not in retrained  # only the unfinished group trains again
+    assert [(r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in resumed] == [
+        (r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in uninterrupted
+    ]
+    assert not os.path.exists(os.path.join(out, "progress"))  # a finished run leaves no progress behind
+    run.main(args + ["--out", out])  # so a re-run trains everything again
+    assert retrained[-2:] == [trained[0], retrained[0]]
