@@ -130,8 +130,8 @@ def _bytes(tensors) -> int:
 def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor], frozen: Sequence[torch.Tensor],
                     optimizer_slots: int, device: torch.device) -> int:
     """Bytes of one training step: on CUDA the allocator's peak; on CPU the parameters,
-    the gradients and optimizer state of the trainable ones, and every storage autograd
-    saves for the backward (counted once)."""
+    the gradients and optimizer state of the trainable ones, and every other storage
+    autograd saves for the backward (each once; a saved weight is the parameter itself)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -146,8 +146,9 @@ def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor],
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         step()
-    params = {t.data_ptr(): t for t in list(trainable) + list(frozen)}
-    return _bytes(params.values()) + (1 + optimizer_slots) * _bytes(trainable) + sum(saved.values())
+    params = {t.untyped_storage().data_ptr(): t for t in list(trainable) + list(frozen)}
+    activations = sum(nbytes for ptr, nbytes in saved.items() if ptr not in params)  # weights are counted once
+    return _bytes(params.values()) + (1 + optimizer_slots) * _bytes(trainable) + activations
 
 
 # --------------------------------------------------------------------------------------

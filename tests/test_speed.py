@@ -37,3 +37,13 @@ def test_training_memory_counts_parameters_optimizer_state_and_saved_activations
     got = training_memory(step, list(layer.parameters()), [], 1, torch.device("cpu"))
     # parameters, gradients, momentum (3x) and the saved input of the linear layer
     assert got == 3 * params + x.numel() * 4
+
+    conv = nn.Conv2d(3, 4, 3)
+    image = torch.randn(2, 3, 8, 8)
+
+    def conv_step():  # autograd saves the convolution's weight, which is the parameter itself
+        conv(image).sum().backward()
+
+    conv_params = sum(p.numel() for p in conv.parameters()) * 4
+    got = training_memory(conv_step, list(conv.parameters()), [], 1, torch.device("cpu"))
+    assert got == 3 * conv_params + image.numel() * 4  # the weight is not counted twice
