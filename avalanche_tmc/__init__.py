@@ -19,6 +19,7 @@ from .losses import RescaledSquareLoss  # noqa: E402
 from .plugin import DivergenceError, TangentPlugin, TaskMaskPlugin  # noqa: E402
 from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
 from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
+from .fast_tangent import TracingError  # noqa: E402
 from .statistics import (  # noqa: E402
     HeadStats,
     RandomReLUFeatures,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TangentModel",
+    "TracingError",
     "Delta",
     "find_head",
     "replace_head",

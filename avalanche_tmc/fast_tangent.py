@@ -579,10 +579,11 @@ class TangentPlan:
     ``torch.func.jvp`` because no rule covers them (for information).
     """
 
-    def __init__(self, steps: List[_Step], output: Any, linearized: Sequence[str]):
+    def __init__(self, steps: List[_Step], output: Any, linearized: Sequence[str], aliases: Dict[str, str]):
         self.steps = steps
         self.output = output
         self.linearized = tuple(linearized)
+        self.aliases = aliases  # second name of a shared (tied) parameter -> its first name
         self.fallback_ops = [self._describe(s) for s in steps if s.extra.get("rule") in ("jvp_module", "jvp")]
 
     @staticmethod
@@ -593,6 +594,9 @@ class TangentPlan:
     def __call__(self, model: nn.Module, x: Tensor, tangents: Mapping[str, Tensor]) -> Tensor:
         """``f_w(x) + J_w f(x)·δ`` for ``model`` (the traced network) and ``δ`` given
         as linearized parameter name -> tensor."""
+        if self.aliases:  # a tied parameter gets its tangent under every name it is used by
+            tangents = dict(tangents)
+            tangents.update({a: tangents[c] for a, c in self.aliases.items() if c in tangents})
         primal: List[Any] = [None] * len(self.steps)
         tangent: List[Any] = [None] * len(self.steps)
         for i, step in enumerate(self.steps):
@@ -1175,8 +1179,15 @@ def build_plan(model: nn.Module, linearized: Sequence[str]) -> TangentPlan:
     for node in reversed(list(graph.nodes)):
         if node.op not in ("placeholder", "output") and not node.users:
             graph.erase_node(node)
-    linearized_set = set(linearized)
-    param_names = {n for n, _ in model.named_parameters()}
+    first_name: Dict[int, str] = {}
+    aliases: Dict[str, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in first_name:
+            aliases[name] = first_name[id(param)]
+        else:
+            first_name[id(param)] = name
+    linearized_set = set(linearized) | {a for a, c in aliases.items() if c in linearized}
+    param_names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     index: Dict[fx.Node, int] = {}
     steps: List[_Step] = []
     output: Any = None
@@ -1228,7 +1239,7 @@ def build_plan(model: nn.Module, linearized: Sequence[str]) -> TangentPlan:
             if s.extra.get("rule") == "conv_bn":
                 conv_prefix = s.extra["conv"] + "."
                 used_params.update(conv_prefix + n for n, _ in model.get_submodule(s.extra["conv"]).named_parameters())
-    missing = linearized_set - used_params
+    missing = set(linearized) - {aliases.get(n, n) for n in used_params}
     if missing:
         raise TracingError(f"the trace does not use linearized parameters {sorted(missing)[:3]}")
-    return TangentPlan(steps, output, linearized)
+    return TangentPlan(steps, output, linearized, aliases)

@@ -299,3 +299,24 @@ def test_channels_last_option_converts_weights_delta_and_inputs():
     assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
     assert fast.delta_params[0].stride() == dict(fast.model.named_parameters())[fast.linearized_names[0]].stride()
     assert_same(generic, fast, torch.randn(2, 3, 32, 32, dtype=torch.float64), scale=0.01, quick=True)
+
+
+class Tied(nn.Module):
+    """Two layers sharing one weight (as tied embeddings and output layers do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.second = nn.Linear(4, 4)
+        self.second.weight = self.first.weight
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.second(torch.tanh(self.first(x)))))
+
+
+def test_tied_parameters_get_their_tangent_at_every_use():
+    torch.manual_seed(10)
+    generic, fast = both(Tied())
+    assert fast._plan.aliases == {"second.weight": "first.weight"}
+    assert_same(generic, fast, torch.randn(3, 4, dtype=torch.float64))
