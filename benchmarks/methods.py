@@ -1,15 +1,33 @@
-"""Which strategy produces which row of the comparison table.
+"""The method registry: every table row of the comparison is declared here, once.
 
-Methods that differ only at evaluation share one training run (a *group*): TMC and TME
-evaluate the same tangent components (the paper's setup), and Soup, Ens-L and Ens-SM the
-same per-task non-linear fine-tunes. Everything here only *configures* strategies from
-``avalanche_tmc`` and ``baselines``; no algorithm lives in the runner.
+A *method group* is one training run and the table rows (methods) evaluated from it:
+methods that differ only at evaluation share it. TMC and TME evaluate the same tangent
+components (the paper's setup), and Soup, Ens-L and Ens-SM the same per-task non-linear
+fine-tunes. A group is declared with :func:`register_method` on the function that builds
+its strategy, together with
+
+* its rows (:class:`Row`: name, label, inference/memory cost, replay buffer, parallel),
+  in the order of the results table;
+* ``select``: how the trained strategy is made to evaluate as one of its rows;
+* ``components`` and ``component_row``: how each experience's component is evaluated
+  alone, and the row its accuracies are reported under (when that row is requested);
+* ``joint``: trained once on the whole stream (a paragon).
+
+The runner (:mod:`benchmarks.run`), the report (:mod:`benchmarks.report`) and the tests
+read only this registry. Everything here only *configures* strategies from
+``avalanche_tmc`` and ``baselines``; no algorithm lives in the runner. Adding a method is
+one :func:`register_method` entry (and its test)::
+
+    @register_method("my-method", Row("my-method", "My method", "O(1)", parallel=True))
+    def _my_method(top, cfg, common):
+        return MyStrategy(model=with_new_head(top, cfg), lr=cfg.lr, **common)
 """
 
 import copy
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import avalanche_tmc  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 import torch
 from avalanche.training.plugins import LRSchedulerPlugin
 from avalanche.training.supervised import StreamingLDA
@@ -20,37 +38,13 @@ from torch.func import functional_call
 from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMEStrategy, TMCStrategy, find_head
 from avalanche_tmc import replace_head
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
-from baselines import IndependentFineTuneStrategy, make_builtin_strategy
+from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin_strategy
 
-
-@dataclass(frozen=True)
-class MethodGroup:
-    """One training run and the table rows (methods) evaluated from it."""
-
-    name: str
-    rows: Tuple[str, ...]
-    joint: bool = False  # trained once on the whole stream
-
-
-GROUPS: Tuple[MethodGroup, ...] = (
-    MethodGroup("tangent", ("tmc", "tme")),
-    MethodGroup("tmc-seq", ("tmc-seq",)),
-    MethodGroup("tmc-fc", ("tmc-fc",)),
-    MethodGroup("independent", ("soup", "ens-l", "ens-sm")),
-    MethodGroup("stats-ridge", ("stats-ridge",)),
-    MethodGroup("ranpac", ("ranpac",)),
-    MethodGroup("ncm", ("ncm",)),
-    MethodGroup("slda", ("slda",)),
-    MethodGroup("naive", ("naive",)),
-    MethodGroup("er", ("er",)),
-    MethodGroup("lwf", ("lwf",)),
-    MethodGroup("ewc", ("ewc",)),
-    MethodGroup("der", ("der",)),
-    MethodGroup("joint", ("joint",), joint=True),
-    MethodGroup("joint-tangent", ("joint-tangent",), joint=True),
-)
-ANALYTIC = {"stats-ridge": ("ridge", False), "ranpac": ("ridge", True), "ncm": ("ncm", False)}
-ALL_METHODS: Tuple[str, ...] = tuple(row for group in GROUPS for row in group.rows)
+__all__ = [
+    "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
+    "joint_methods", "groups_for", "build_strategy", "select_row", "component_forwards", "component_row",
+    "with_new_head",
+]
 
 
 @dataclass
@@ -72,53 +66,115 @@ class TrainConfig:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class Row:
+    """One row of the results table: a method as the reader sees it."""
+
+    name: str  # the --methods name and the results.csv ``method`` value
+    label: str  # shown in the table and the plots
+    cost: str  # the "Inference/Memory" column; "O(1)..." / "O(T)..." compete for bold / italic
+    replay: str = "none"  # the "Replay buffer" column
+    parallel: bool = False  # the "Parallel tasks" column: per-task parts trainable independently
+
+
+Forward = Callable[[Tensor], Tensor]
+Builder = Callable[[nn.Module, TrainConfig, Dict[str, Any]], SupervisedTemplate]
+
+
+@dataclass(frozen=True)
+class MethodGroup:
+    """One training run and the table rows (methods) evaluated from it."""
+
+    name: str
+    rows: Tuple[Row, ...]
+    build: Builder  # (trainable top network, config, Avalanche template arguments) -> strategy
+    select: Optional[Callable[[SupervisedTemplate, str], None]] = None
+    components: Optional[Callable[[SupervisedTemplate], Dict[int, Forward]]] = None
+    component_row: Optional[str] = None
+    joint: bool = False  # trained once on the whole stream
+
+    @property
+    def row_names(self) -> Tuple[str, ...]:
+        return tuple(row.name for row in self.rows)
+
+
+_GROUPS: Dict[str, MethodGroup] = {}  # group name -> group, in table order
+_ROWS: Dict[str, Row] = {}  # row name -> row, in table order
+_JOINT_ROWS: List[str] = []
+
+
+def register_method(
+    name: str,
+    *rows: Row,
+    select: Optional[Callable[[SupervisedTemplate, str], None]] = None,
+    components: Optional[Callable[[SupervisedTemplate], Dict[int, Forward]]] = None,
+    component_row: Optional[str] = None,
+    joint: bool = False,
+) -> Callable[[Builder], Builder]:
+    """Decorator: register the strategy builder of method group ``name`` and its ``rows``.
+
+    Groups train, and rows appear in the table, in registration order.
+    """
+    names = [row.name for row in rows]
+    if not rows:
+        raise ValueError(f"Method group {name!r} declares no rows.")
+    if name in _GROUPS or any(n in _ROWS for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"Method group {name!r} or one of its rows {names} is already registered.")
+    if len(rows) > 1 and select is None:
+        raise ValueError(f"Method group {name!r} has several rows but no select function.")
+    if (component_row is None) != (components is None) or (component_row is not None and component_row not in names):
+        raise ValueError(f"Method group {name!r}: components and component_row (one of {names}) go together.")
+
+    def decorator(build: Builder) -> Builder:
+        _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint)
+        _ROWS.update((row.name, row) for row in rows)
+        if joint:
+            _JOINT_ROWS.extend(names)
+        return build
+
+    return decorator
+
+
+def method_groups() -> Tuple[MethodGroup, ...]:
+    """Every registered group, in registration (training) order."""
+    return tuple(_GROUPS.values())
+
+
+def method_names() -> Tuple[str, ...]:
+    """Every registered row name, in table order."""
+    return tuple(_ROWS)
+
+
+def method_row(name: str) -> Optional[Row]:
+    """The registered row ``name`` (None if unknown)."""
+    return _ROWS.get(name)
+
+
+def joint_methods() -> Tuple[str, ...]:
+    """Rows of groups trained once on the whole stream (the paragons)."""
+    return tuple(_JOINT_ROWS)
+
+
 def groups_for(methods: Sequence[str]) -> List[Tuple[MethodGroup, Tuple[str, ...]]]:
     """The groups needed for ``methods`` and, for each, the requested rows."""
-    unknown = [m for m in methods if m not in ALL_METHODS]
+    unknown = [m for m in methods if m not in _ROWS]
     if unknown:
-        raise ValueError(f"Unknown method(s) {unknown}; valid: {', '.join(ALL_METHODS)}.")
+        raise ValueError(f"Unknown method(s) {unknown}; valid: {', '.join(_ROWS)}.")
     chosen = []
-    for group in GROUPS:
-        rows = tuple(r for r in group.rows if r in methods)
+    for group in _GROUPS.values():
+        rows = tuple(r for r in group.row_names if r in methods)
         if rows:
             chosen.append((group, rows))
     return chosen
 
 
-def _with_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
-    return replace_head(copy.deepcopy(top), cfg.num_classes, seed=cfg.seed)
-
-
 def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluator) -> SupervisedTemplate:
-    """A fresh strategy for ``group`` on a copy of ``top`` with a new seeded head."""
+    """A fresh strategy for ``group`` on a copy of ``top`` (with a new seeded head where it has one)."""
     common = dict(
         train_mb_size=cfg.batch_size, train_epochs=cfg.epochs, eval_mb_size=cfg.eval_batch_size,
         device=cfg.device, evaluator=evaluator,
     )
-    tangent = {"tangent": TMEStrategy, "tmc-seq": TMCSeqStrategy, "tmc-fc": TMCStrategy}
-    if group.name in tangent:
-        model = TangentModel(_with_head(top, cfg), linearize="head" if group.name == "tmc-fc" else "all")
-        strategy = tangent[group.name](model=model, lr=cfg.lr_tangent, beta=cfg.beta, **common)
-    elif group.name == "independent":
-        strategy = IndependentFineTuneStrategy(model=_with_head(top, cfg), lr=cfg.lr, **common)
-    elif group.name in ANALYTIC:
-        head, projection = ANALYTIC[group.name]
-        model = AnalyticClassifier(penultimate(top), cfg.num_classes, head=head, seed=cfg.seed,
-                                   projection_dim=cfg.projection_dim if projection else None)
-        one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
-        strategy = AnalyticHeadStrategy(model=model, **dict(one_pass, train_mb_size=cfg.eval_batch_size))
-    elif group.name == "slda":
-        feature_size = top.get_submodule(find_head(top)).in_features
-        strategy = StreamingLDA(
-            slda_model=penultimate(top), criterion=nn.CrossEntropyLoss(), input_size=feature_size,
-            num_classes=cfg.num_classes, shrinkage_param=cfg.slda_shrinkage, plugins=[TaskMaskPlugin()],
-            **dict(common, train_epochs=1),
-        )
-    else:
-        strategy = make_builtin_strategy(
-            group.name, model=_with_head(top, cfg), lr=cfg.lr_tangent if group.name == "joint-tangent" else cfg.lr,
-            mem_size=cfg.mem_size, beta=cfg.beta, **common,
-        )
+    strategy = group.build(top, cfg, common)
     if cfg.milestones and strategy.optimizer is not None:
         scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, list(cfg.milestones), gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))
@@ -127,26 +183,124 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
 
 def select_row(strategy: SupervisedTemplate, group: MethodGroup, row: str) -> None:
     """Make ``strategy`` evaluate as table row ``row`` (no retraining)."""
-    if group.name == "tangent":
-        strategy.tangent_plugin.mode = row
-    elif group.name == "independent":
-        strategy.combine = row
+    if group.select is not None:
+        group.select(strategy, row)
 
 
-def component_forwards(strategy: SupervisedTemplate, group: MethodGroup) -> Dict[int, Callable[[Tensor], Tensor]]:
+def component_forwards(strategy: SupervisedTemplate, group: MethodGroup) -> Dict[int, Forward]:
     """Experience id -> the logits function of that component alone (composition groups)."""
-    if group.name in ("tangent", "tmc-fc"):
-        model = strategy.model
-        return {k: (lambda x, d=d: model.forward_with(x, d)) for k, d in strategy.components.items()}
-    if group.name == "independent":
-        model = strategy.model.eval()
-        return {k: (lambda x, s=s: functional_call(model, s, (x,))) for k, s in strategy.fine_tuned.items()}
-    return {}
+    return group.components(strategy) if group.components is not None else {}
 
 
-def component_rows(group: MethodGroup, requested: Sequence[str]) -> Optional[str]:
-    """The row name that component accuracies are reported under (None: no components)."""
-    for row in ("tmc", "tmc-fc", "soup"):
-        if row in group.rows and row in requested:
-            return row
-    return None
+def component_row(group: MethodGroup, requested: Sequence[str]) -> Optional[str]:
+    """The row that component accuracies are reported under (None: no components, or that
+    row was not requested)."""
+    return group.component_row if group.component_row in requested else None
+
+
+def with_new_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
+    """A copy of ``top`` with a new seeded ``cfg.num_classes`` head."""
+    return replace_head(copy.deepcopy(top), cfg.num_classes, seed=cfg.seed)
+
+
+# ------------------------------------------------------------------ building blocks
+
+
+def _tangent(strategy_class, linearize: str) -> Builder:
+    def build(top, cfg, common):
+        model = TangentModel(with_new_head(top, cfg), linearize=linearize)
+        return strategy_class(model=model, lr=cfg.lr_tangent, beta=cfg.beta, **common)
+
+    return build
+
+
+def _tangent_mode(strategy, row: str) -> None:
+    strategy.tangent_plugin.mode = row
+
+
+def _tangent_components(strategy) -> Dict[int, Forward]:
+    model = strategy.model
+    return {k: (lambda x, d=d: model.forward_with(x, d)) for k, d in strategy.components.items()}
+
+
+def _combine(strategy, row: str) -> None:
+    strategy.combine = row
+
+
+def _fine_tuned_components(strategy) -> Dict[int, Forward]:
+    model = strategy.model.eval()
+    return {k: (lambda x, s=s: functional_call(model, s, (x,))) for k, s in strategy.fine_tuned.items()}
+
+
+def _analytic(head: str, projection: bool) -> Builder:
+    def build(top, cfg, common):
+        model = AnalyticClassifier(penultimate(top), cfg.num_classes, head=head, seed=cfg.seed,
+                                   projection_dim=cfg.projection_dim if projection else None)
+        one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
+        return AnalyticHeadStrategy(model=model, **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+
+    return build
+
+
+def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -> None:
+    """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``)
+    as a one-row group; ``tangent``: trained with the tangent learning rate."""
+    if row.name not in BUILTIN_METHODS:
+        raise ValueError(f"{row.name!r} is not one of baselines.BUILTIN_METHODS {BUILTIN_METHODS}.")
+
+    def build(top, cfg, common):
+        return make_builtin_strategy(row.name, model=with_new_head(top, cfg), lr=cfg.lr_tangent if tangent else cfg.lr,
+                                     mem_size=cfg.mem_size, beta=cfg.beta, **common)
+
+    register_method(row.name, row, joint=joint)(build)
+
+
+# ------------------------------------------------------------------------ registry
+
+register_method(
+    "tangent", Row("tmc", "TMC", "O(1)", parallel=True), Row("tme", "TME", "O(T)", parallel=True),
+    select=_tangent_mode, components=_tangent_components, component_row="tmc",
+)(_tangent(TMEStrategy, "all"))  # trained once, evaluated as TMC or TME by select
+register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)"))(_tangent(TMCSeqStrategy, "all"))
+register_method(
+    "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True),
+    components=_tangent_components, component_row="tmc-fc",
+)(_tangent(TMCStrategy, "head"))
+
+
+@register_method(
+    "independent", Row("soup", "Soup", "O(1)", parallel=True), Row("ens-l", "Ens-L", "O(T)", parallel=True),
+    Row("ens-sm", "Ens-SM", "O(T)", parallel=True),
+    select=_combine, components=_fine_tuned_components, component_row="soup",
+)
+def _independent(top, cfg, common):
+    return IndependentFineTuneStrategy(model=with_new_head(top, cfg), lr=cfg.lr, **common)
+
+
+# Training-free heads keep additive sufficient statistics (class means, scatter / Gram
+# matrices), so per-task parts can be computed in parallel and summed.
+@register_method("slda", Row("slda", "SLDA", "O(1) (D×D)", parallel=True))
+def _slda(top, cfg, common):
+    feature_size = top.get_submodule(find_head(top)).in_features
+    return StreamingLDA(
+        slda_model=penultimate(top), criterion=nn.CrossEntropyLoss(), input_size=feature_size,
+        num_classes=cfg.num_classes, shrinkage_param=cfg.slda_shrinkage, plugins=[TaskMaskPlugin()],
+        **dict(common, train_epochs=1),
+    )
+
+
+register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", parallel=True))(_analytic("ncm", projection=False))
+register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", parallel=True))(
+    _analytic("ridge", projection=True))
+register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", parallel=True))(
+    _analytic("ridge", projection=False))
+
+_BUFFER_COST = "O(1) + buffer 300"
+_PARAGON = "all data at once (paragon)"
+_register_builtin(Row("naive", "Naive", "O(1)"))
+_register_builtin(Row("er", "ER", _BUFFER_COST, replay="300 samples"))
+_register_builtin(Row("lwf", "LwF", "O(1)"))
+_register_builtin(Row("ewc", "EWC", "O(1), 2x params"))
+_register_builtin(Row("der", "DER", _BUFFER_COST, replay="300 samples + logits"))
+_register_builtin(Row("joint", "Joint", "O(1)", replay=_PARAGON), joint=True)
+_register_builtin(Row("joint-tangent", "Joint-Tangent", "O(1)", replay=_PARAGON), tangent=True, joint=True)

@@ -28,6 +28,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from benchmarks.methods import joint_methods, method_names, method_row
+
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int]  # (dataset, scenario, tasks)
 PathLike = Union[str, Path]
@@ -45,52 +47,27 @@ COMPONENT_PREFIX = "component-"
 ALL = "all"
 MISSING = "–"
 SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
-JOINT_METHODS = frozenset({"joint", "joint-tangent"})
-
-_BUFFER_COST = "O(1) + buffer 300"
-#: method -> (display name, inference/memory cost, replay buffer, trainable in parallel over tasks).
-#: The order is the table's row order. Training-free heads keep additive sufficient
-#: statistics (class means, scatter / Gram matrices), so per-task parts can be computed
-#: in parallel and summed.
-METHOD_INFO: Dict[str, Tuple[str, str, str, bool]] = {
-    "tmc": ("TMC", "O(1)", "none", True),
-    "tme": ("TME", "O(T)", "none", True),
-    "tmc-seq": ("TMC-Seq", "O(1)", "none", False),
-    "tmc-fc": ("TMC-FC", "O(1)", "none", True),
-    "soup": ("Soup", "O(1)", "none", True),
-    "ens-l": ("Ens-L", "O(T)", "none", True),
-    "ens-sm": ("Ens-SM", "O(T)", "none", True),
-    "slda": ("SLDA", "O(1) (D×D)", "none", True),
-    "ncm": ("NCM", "O(1) (C×D)", "none", True),
-    "ranpac": ("RanPAC-style (RP+ridge)", "O(1) (M×M)", "none", True),
-    "stats-ridge": ("Stats-Ridge", "O(1) (D×D)", "none", True),
-    "naive": ("Naive", "O(1)", "none", False),
-    "er": ("ER", _BUFFER_COST, "300 samples", False),
-    "lwf": ("LwF", "O(1)", "none", False),
-    "ewc": ("EWC", "O(1), 2x params", "none", False),
-    "der": ("DER", _BUFFER_COST, "300 samples + logits", False),
-    "joint": ("Joint", "O(1)", "all data at once (paragon)", False),
-    "joint-tangent": ("Joint-Tangent", "O(1)", "all data at once (paragon)", False),
-}
 
 
 def method_info(method: str) -> Tuple[str, str, str, bool]:
-    """``METHOD_INFO[method]``, or ``(method, "?", "?", False)`` for an unknown method."""
-    return METHOD_INFO.get(method, (method, "?", "?", False))
+    """(label, inference/memory cost, replay buffer, trainable in parallel over tasks) of a
+    registered method (:mod:`benchmarks.methods`), or ``(method, "?", "?", False)``."""
+    row = method_row(method)
+    return (method, "?", "?", False) if row is None else (row.label, row.cost, row.replay, row.parallel)
 
 
 def cost_class(method: str) -> Optional[str]:
     """``"O(1)"`` or ``"O(T)"`` for the methods that compete for bold / italic; else None."""
-    if method in JOINT_METHODS:
+    if method in joint_methods():
         return None
     cost = method_info(method)[1]
     return next((c for c in ("O(1)", "O(T)") if cost.startswith(c)), None)
 
 
 def order_methods(methods: Iterable[str]) -> List[str]:
-    """Distinct methods in :data:`METHOD_INFO` order, unknown ones last (first-seen order)."""
+    """Distinct methods in the registry's table order, unknown ones last (first-seen order)."""
     present = list(dict.fromkeys(methods))
-    return [m for m in METHOD_INFO if m in present] + [m for m in present if m not in METHOD_INFO]
+    return [m for m in method_names() if m in present] + [m for m in present if m not in method_names()]
 
 
 def run_key(row: Row) -> RunKey:
@@ -209,7 +186,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
         "**Bold**: best single-model (O(1)) method per column, joint paragons excluded; *italic*: best O(T) method.",
     ]
     for run in runs:
-        paragons = [(m, final_accuracy(index, run, m)) for m in methods if m in JOINT_METHODS]
+        paragons = [(m, final_accuracy(index, run, m)) for m in methods if m in joint_methods()]
         parts = [f"{method_info(m)[0]} {100 * acc:.2f}" for m, acc in paragons if acc is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
@@ -273,7 +250,7 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
                 continue
             xs, ys = zip(*points)
             label, color = method_info(method)[0], colors[method]
-            if method in JOINT_METHODS:
+            if method in joint_methods():
                 ax.axhline(ys[-1], color=color, linestyle="--", linewidth=1)
                 (line,) = ax.plot(xs[-1:], ys[-1:], marker="*", markersize=10, color=color, linestyle="--", label=label)
             else:

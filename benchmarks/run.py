@@ -34,8 +34,8 @@ from torch.utils.data import DataLoader
 from benchmarks import report
 from benchmarks.backbones import input_stats, load_backbone
 from benchmarks.datasets import load_dataset
-from benchmarks.methods import ALL_METHODS, MethodGroup, TrainConfig, build_strategy, component_forwards
-from benchmarks.methods import component_rows, groups_for, select_row
+from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, component_forwards, component_row
+from benchmarks.methods import groups_for, method_names, select_row
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.trunk import cache_features, split_backbone
@@ -89,7 +89,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="dataset loader option, e.g. per_class_train=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
     p.add_argument("--tasks", type=_positive_int)
-    p.add_argument("--methods", help=f"comma-separated, from: {','.join(ALL_METHODS)}")
+    p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
     p.add_argument("--image-size", type=_positive_int)
@@ -241,12 +241,12 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         print(f"  {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
                           if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
-    component_row = component_rows(group, rows)
-    if component_row is not None:
+    components_under = component_row(group, rows)
+    if components_under is not None:
         masked = base_row["scenario"] == "task"
         for k, forward in component_forwards(strategy, group).items():
             accs = _component_accuracies(forward, bm.test_stream, masked, cfg.eval_batch_size)
-            results += [dict(base_row, method=component_row, model=f"component-{k}", after_task=len(bm.train_stream),
+            results += [dict(base_row, method=components_under, model=f"component-{k}", after_task=len(bm.train_stream),
                              eval_exp=e, accuracy=a, train_seconds=train_seconds, eval_seconds=0.0)
                         for e, a in accs.items()]
     return results

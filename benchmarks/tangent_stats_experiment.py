@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, ridge_head
 from avalanche_tmc.analytic import penultimate
 from avalanche_tmc.statistics import StatisticsComposition
-from benchmarks.methods import GROUPS, TrainConfig, build_strategy
+from benchmarks.methods import TrainConfig, build_strategy, method_groups
 from benchmarks.presets import PRESETS
 from benchmarks.run import prepare
 from benchmarks.scenarios import make_scenario
@@ -53,7 +53,7 @@ def measure(run: Dict, args) -> Dict[str, float]:
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
     cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], lr_tangent=run["lr_tangent"], beta=run["beta"])
-    tangent = next(g for g in GROUPS if g.name == "tangent")
+    tangent = next(g for g in method_groups() if g.name == "tangent")
     strategy = build_strategy(tangent, top, cfg, evaluator=None)
     for exp in bm.train_stream:
         strategy.train(exp)

@@ -1,0 +1,87 @@
+"""The method registry (benchmarks.methods): every method declared once, and complete.
+
+Each registered group is built on a tiny network and made to evaluate as each of its
+rows; training every method end to end is tests/test_benchmark_run.py's job (it runs
+every registered method)."""
+
+import pytest
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.templates import SupervisedTemplate
+
+from baselines import BUILTIN_METHODS
+from benchmarks import methods
+from benchmarks.methods import (
+    Row,
+    TrainConfig,
+    build_strategy,
+    component_forwards,
+    component_row,
+    groups_for,
+    joint_methods,
+    method_groups,
+    method_names,
+    register_method,
+    select_row,
+)
+from benchmarks.report import cost_class, method_info
+from conftest import TinyResNet
+
+TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "soup", "ens-l", "ens-sm", "slda", "ncm", "ranpac", "stats-ridge",
+               "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+
+
+def test_table_order_and_joint_rows():
+    assert method_names() == TABLE_ORDER
+    assert joint_methods() == ("joint", "joint-tangent")
+    assert set(BUILTIN_METHODS) <= set(method_names())  # every Avalanche baseline has a row
+
+
+def test_every_row_has_a_label_and_a_cost_class():
+    labels = [method_info(m)[0] for m in method_names()]
+    assert len(set(labels)) == len(labels)
+    for name in method_names():
+        expected = (None,) if name in joint_methods() else ("O(1)", "O(T)")
+        assert cost_class(name) in expected
+
+
+@pytest.mark.parametrize("group", method_groups(), ids=lambda g: g.name)
+def test_every_group_builds_and_selects_each_row(group):
+    cfg = TrainConfig(num_classes=5, milestones=(1,))
+    strategy = build_strategy(group, TinyResNet(num_classes=3), cfg, EvaluationPlugin(loggers=[]))
+    assert isinstance(strategy, SupervisedTemplate)
+    for row in group.row_names:
+        select_row(strategy, group, row)
+    assert component_forwards(strategy, group) == {}  # nothing trained yet
+    assert component_row(group, group.row_names) == group.component_row
+
+
+def test_groups_for_keeps_only_requested_rows_and_refuses_unknown_ones():
+    chosen = groups_for(["tme", "joint", "soup"])
+    assert [(g.name, rows) for g, rows in chosen] == [("tangent", ("tme",)), ("independent", ("soup",)),
+                                                      ("joint", ("joint",))]
+    assert component_row(chosen[0][0], ["tme"]) is None  # components go under "tmc" only
+    with pytest.raises(ValueError, match="Unknown method"):
+        groups_for(["tmc", "icarl"])
+
+
+def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch):
+    monkeypatch.setattr(methods, "_GROUPS", dict(methods._GROUPS))
+    monkeypatch.setattr(methods, "_ROWS", dict(methods._ROWS))
+    with pytest.raises(ValueError, match="already registered"):
+        register_method("tmc-again", Row("tmc", "TMC", "O(1)"))
+    with pytest.raises(ValueError, match="select"):
+        register_method("pair", Row("a", "A", "O(1)"), Row("b", "B", "O(1)"))
+    with pytest.raises(ValueError, match="component_row"):
+        register_method("one", Row("c", "C", "O(1)"), components=lambda s: {}, component_row="d")
+
+    @register_method("new", Row("new", "New", "O(1) (new)", parallel=True))
+    def build(top, cfg, common):  # pragma: no cover - never trained here
+        raise AssertionError
+
+    assert methods.method_row("new").label == "New" and method_names()[-1] == "new"
+    assert method_info("new") == ("New", "O(1) (new)", "none", True)
+
+
+def test_builtin_rows_must_name_an_avalanche_baseline():
+    with pytest.raises(ValueError, match="BUILTIN_METHODS"):
+        methods._register_builtin(Row("icarl", "iCaRL", "O(1)"))
