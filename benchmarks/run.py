@@ -162,12 +162,16 @@ def make_evaluator(out_dir: str, verbose: bool, tensorboard: bool) -> Evaluation
     )
 
 
-def prepare(run: Dict[str, Any], args: argparse.Namespace):
-    """Datasets (features when the trunk is frozen), the trainable top network, a note."""
+def prepare(run: Dict[str, Any], *, data_root: Optional[str] = None, weights: Optional[str] = None):
+    """Datasets (features when the trunk is frozen) and the trainable top network of ``run``.
+
+    :param data_root: folder holding the dataset (folder datasets).
+    :param weights: local state-dict file with the backbone's ImageNet weights.
+    """
     start = time.time()
-    train, test = load_dataset(run["dataset"], data_root=args.data_root, image_size=run["image_size"],
+    train, test = load_dataset(run["dataset"], data_root=data_root, image_size=run["image_size"],
                                normalization=input_stats(run["backbone"]), **run["data_options"])
-    backbone = load_backbone(run["backbone"], weights=args.weights)
+    backbone = load_backbone(run["backbone"], weights=weights)
     if str(run["freeze_until"]).lower() in ("none", ""):
         top, note = backbone, "whole network trained"
     else:
@@ -220,11 +224,11 @@ def find_head_size(model, num_classes: int):
 
 
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
-              out_dir: str, args: argparse.Namespace) -> List[Dict[str, Any]]:
-    """Train one group over the stream and evaluate each of its rows after every experience."""
+              out_dir: str, *, verbose: bool = False, tensorboard: bool = False) -> List[Dict[str, Any]]:
+    """Train one group over the stream and evaluate each of its rows after every experience;
+    Avalanche's logs go to ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`)."""
     torch.manual_seed(cfg.seed)
-    strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), args.verbose,
-                                                              args.tensorboard))
+    strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, tensorboard))
     results, train_seconds = [], 0.0
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
@@ -252,11 +256,12 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     return results
 
 
-def _progress_path(out_dir: str, run: Dict[str, Any], group: MethodGroup, args: argparse.Namespace) -> str:
+def _progress_path(out_dir: str, run: Dict[str, Any], group: MethodGroup, *, seed: int, weights: Optional[str],
+                   data_root: Optional[str]) -> str:
     """Where a finished method group's rows are kept, named by everything that decides
     them (the run's settings, the seed, the group and its rows), so a re-run with other
     settings never picks up a stale result."""
-    settings = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root, group=group.name)
+    settings = dict(run, seed=seed, weights=weights, data_root=data_root, group=group.name)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return os.path.join(out_dir, "progress", f"{group.name}-{key}.json")
 
@@ -279,7 +284,7 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     """All method groups of one (dataset, scenario, tasks) run."""
     methods = [m.strip() for m in run["methods"].split(",") if m.strip()]
     groups = groups_for(methods)
-    train, test, top = prepare(run, args)
+    train, test, top = prepare(run, data_root=args.data_root, weights=args.weights)
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=args.seed)
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
     cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], batch_size=run["batch_size"],
@@ -295,13 +300,14 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}")
     results = []
     for group, rows in groups:
-        progress = _progress_path(out_dir, run, group, args)
+        progress = _progress_path(out_dir, run, group, seed=args.seed, weights=args.weights, data_root=args.data_root)
         done = None if args.restart else _load_progress(progress)
         if done is not None:
             print(f"  {'+'.join(rows):18s} finished by an earlier run: kept from {progress} (--restart to retrain)")
             results += done
             continue
-        group_rows = run_group(group, rows, bm, top, cfg, base_row, run_dir, args)
+        group_rows = run_group(group, rows, bm, top, cfg, base_row, run_dir, verbose=args.verbose,
+                               tensorboard=args.tensorboard)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         results += group_rows
     return results

@@ -85,3 +85,16 @@ def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path
     assert not os.path.exists(os.path.join(out, "progress"))  # a finished run leaves no progress behind
     run.main(args + ["--out", out])  # so a re-run trains everything again
     assert retrained[-2:] == [trained[0], retrained[0]]
+
+
+def test_runner_steps_take_explicit_parameters():
+    """prepare / run_group and the one-off studies take named values, not the CLI namespace."""
+    import inspect
+
+    from experiments import tangent_stats
+
+    for function, names in ((run.prepare, ["data_root", "weights"]), (run.run_group, ["verbose", "tensorboard"]),
+                            (tangent_stats.measure, ["data_root", "weights"])):
+        params = inspect.signature(function).parameters
+        assert "args" not in params
+        assert all(params[n].kind is inspect.Parameter.KEYWORD_ONLY for n in names)

@@ -1,6 +1,6 @@
 """Measurement: does a TMC-adapted backbone help a head composed by sufficient statistics?
 
-``python -m benchmarks.tangent_stats_experiment --preset offline`` trains TMC components on
+``python -m experiments.tangent_stats --preset offline`` trains TMC components on
 each run of the preset, then solves ridge heads (plain and on 2000 random ReLU features)
 from summed statistics of three kinds of features:
 
@@ -15,7 +15,7 @@ It prints final accuracies; the conclusions are in README.md.
 """
 
 import argparse
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import avalanche_tmc  # noqa: F401
 import torch
@@ -47,9 +47,10 @@ def _with_bias(phi: torch.Tensor) -> torch.Tensor:
     return torch.cat([phi, torch.ones_like(phi[:, :1])], 1)
 
 
-def measure(run: Dict, args) -> Dict[str, float]:
-    """Final accuracies of the three feature choices (plain ridge and random features)."""
-    train, test, top = prepare(run, args)
+def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str] = None) -> Dict[str, float]:
+    """Final accuracies of the three feature choices (plain ridge and random features) on
+    one run of a preset (``data_root``, ``weights``: as ``benchmarks.run``'s options)."""
+    train, test, top = prepare(run, data_root=data_root, weights=weights)
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
     cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], lr_tangent=run["lr_tangent"], beta=run["beta"])
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("--weights", default=None)
     args = parser.parse_args()
     for run in PRESETS[args.preset]:
-        results = measure(run, args)
+        results = measure(run, data_root=args.data_root, weights=args.weights)
         label = f"{run['scenario']}-{run['dataset']}-{run['tasks']}"
         for key, acc in results.items():
             print(f"{label:28s} {key:26s} {acc:.3f}", flush=True)
