@@ -16,7 +16,7 @@ from .composition import (  # noqa: E402
 )
 from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits  # noqa: E402
 from .losses import RescaledSquareLoss  # noqa: E402
-from .plugin import DivergenceError, TangentPlugin, TaskMaskPlugin  # noqa: E402
+from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin  # noqa: E402
 from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
 from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
 from .fast_tangent import TracingError  # noqa: E402
@@ -54,6 +54,7 @@ __all__ = [
     "TangentPlugin",
     "DivergenceError",
     "TaskMaskPlugin",
+    "CompositionPlugin",
     "TMCStrategy",
     "TMEStrategy",
     "TMCSeqStrategy",

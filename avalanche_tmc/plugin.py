@@ -134,13 +134,14 @@ class TaskMaskPlugin(SupervisedPlugin):
         self._train_task_labels: Set[int] = set()
         self._saved_criterion = None
 
-    def _evaluate_with_nll(self, strategy: "SupervisedTemplate") -> None:
+    def evaluate_with_nll(self, strategy: "SupervisedTemplate") -> None:
         """For a softmax ensemble's log-probabilities: evaluate the loss as NLL until
-        :meth:`_restore_criterion` (a square loss on log-probabilities means nothing)."""
+        :meth:`restore_criterion` (a square loss on log-probabilities means nothing)."""
         self._saved_criterion = strategy._criterion
         strategy._criterion = nll_of_log_probs
 
-    def _restore_criterion(self, strategy: "SupervisedTemplate") -> None:
+    def restore_criterion(self, strategy: "SupervisedTemplate") -> None:
+        """Put back the criterion replaced by :meth:`evaluate_with_nll` (if it was)."""
         if self._saved_criterion is not None:
             strategy._criterion = self._saved_criterion
             self._saved_criterion = None
@@ -161,6 +162,12 @@ class TaskMaskPlugin(SupervisedPlugin):
             self.task_classes[task].update(classes)
         return set(per_task)
 
+    def record_training_experience(self, experience) -> None:
+        """Remember the task labels and classes of a training experience (done for you
+        before each one; call it for experiences trained without that callback, e.g. all
+        but the first of ``JointTraining``)."""
+        self._train_task_labels.update(self._record_classes(experience))
+
     def uses_task_mask(self) -> bool:
         """Whether evaluation restricts predictions to the task's classes."""
         if self.task_incremental is not None:
@@ -176,7 +183,7 @@ class TaskMaskPlugin(SupervisedPlugin):
 
     def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Remember the experience's task label and classes."""
-        self._train_task_labels.update(self._record_classes(strategy.experience))
+        self.record_training_experience(strategy.experience)
 
     def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Learn the class set of the evaluated task (task identity is given at test time)."""
@@ -189,7 +196,115 @@ class TaskMaskPlugin(SupervisedPlugin):
             strategy.mb_output = mask_logits(strategy.mb_output, mask)
 
 
-class TangentPlugin(TaskMaskPlugin):
+class CompositionPlugin(TaskMaskPlugin):
+    """The skeleton shared by the plugins that train one *member* per experience from a
+    common starting point and evaluate a combination of the members (TMC's tangent
+    components, the baselines' independent fine-tunes).
+
+    It drives Avalanche's callbacks; a subclass fills in the named hooks:
+
+    * :meth:`start_member` (before an experience): load the member's starting point;
+      then the optimizer state is reset (``reset_optimizer_state``) and the experience's
+      task classes recorded;
+    * :meth:`add_member` (after it): store the trained member under the experience id;
+      then :meth:`load_combination` puts the combined model in place;
+    * :meth:`members`: what the evaluation combines (with :attr:`training_state`, the
+      member being trained, during periodic evaluation);
+    * :meth:`save_training_state` / :meth:`load_training_state`: set the member being
+      trained aside during such an evaluation and put it back afterwards;
+    * :meth:`ensembles` / :meth:`ensemble_output`: whether evaluation replaces the model's
+      output by an ensemble of the members, and that ensemble's output
+      (:meth:`ensembles_softmax`: it is log-probabilities, so the loss becomes NLL).
+
+    :attr:`in_training_exp` is True between the two training callbacks of an experience.
+    """
+
+    def __init__(self, task_incremental: Optional[bool] = None, reset_optimizer_state: bool = True):
+        super().__init__(task_incremental)
+        self.reset_optimizer_state = reset_optimizer_state
+        self.in_training_exp = False
+        self.training_state: Any = None
+
+    # ------------------------------------------------------------------ hooks
+    def start_member(self, strategy: "SupervisedTemplate") -> None:
+        """Load the starting point of the member about to be trained."""
+        raise NotImplementedError
+
+    def add_member(self, strategy: "SupervisedTemplate", key: Hashable) -> None:
+        """Store the member just trained (the model's current state) under ``key``."""
+        raise NotImplementedError
+
+    def members(self) -> List[Any]:
+        """The members the evaluation combines, the one in training included."""
+        raise NotImplementedError
+
+    def load_combination(self, strategy: "SupervisedTemplate") -> None:
+        """Load the combination of :meth:`members` into the model (nothing when there are none)."""
+        raise NotImplementedError
+
+    def save_training_state(self, strategy: "SupervisedTemplate") -> Any:
+        """The state of the member being trained, to evaluate as if training stopped now."""
+        raise NotImplementedError
+
+    def load_training_state(self, strategy: "SupervisedTemplate", state: Any) -> None:
+        """Put back what :meth:`save_training_state` returned."""
+        raise NotImplementedError
+
+    def ensembles(self) -> bool:
+        """Whether evaluation replaces the model's output by an ensemble of the members."""
+        return False
+
+    def ensembles_softmax(self) -> bool:
+        """Whether that ensemble outputs log-probabilities (evaluated with NLL)."""
+        return False
+
+    def ensemble_output(self, strategy: "SupervisedTemplate", members: List[Any]) -> torch.Tensor:
+        """The ensemble's output for the current minibatch (before task masking)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ training
+    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Start a new member from its starting point, with a fresh optimizer state."""
+        self.start_member(strategy)
+        if self.reset_optimizer_state:
+            strategy.optimizer.state = defaultdict(dict)
+        super().before_training_exp(strategy, **kwargs)
+        self.in_training_exp = True
+
+    def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Store the trained member; the model then holds the combination."""
+        self.add_member(strategy, strategy.experience.current_experience)
+        self.in_training_exp = False
+        self.load_combination(strategy)
+
+    # ------------------------------------------------------------------ evaluation
+    def before_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Load the combination (during training: including the member being trained,
+        set aside to be put back); a softmax ensemble evaluates its loss as NLL."""
+        if self.in_training_exp:
+            self.training_state = self.save_training_state(strategy)
+        self.load_combination(strategy)
+        if self.ensembles_softmax() and self.members():
+            self.evaluate_with_nll(strategy)
+
+    def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Ensembles: replace the output by the ensemble's; then (task-IL) restrict it to
+        the task's classes."""
+        members = self.members() if self.ensembles() else []
+        if not members:
+            super().after_eval_forward(strategy, **kwargs)
+            return
+        strategy.mb_output = mask_logits(self.ensemble_output(strategy, members), self.eval_mask(strategy))
+
+    def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+        """Restore the criterion and, during training, the member being trained."""
+        self.restore_criterion(strategy)
+        if self.training_state is not None:
+            self.load_training_state(strategy, self.training_state)
+            self.training_state = None
+
+
+class TangentPlugin(CompositionPlugin):
     """Trains one tangent component per experience and evaluates their composition.
 
     :param mode: ``"tmc"`` (compose by averaging δ; O(1) inference), ``"tme"`` (same
@@ -214,16 +329,14 @@ class TangentPlugin(TaskMaskPlugin):
         task_incremental: Optional[bool] = None,
         reset_optimizer_state: bool = True,
     ):
-        super().__init__(task_incremental)
+        super().__init__(task_incremental, reset_optimizer_state)
         if weighting not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}.")
         self.composition = DeltaComposition(keep_components=keep_components)
         self._mode = "tmc"
         self.mode = mode
         self.weighting = weighting
-        self.reset_optimizer_state = reset_optimizer_state
-        self._in_training_exp = False
-        self._training_delta: Optional[Delta] = None
+        self.training_state: Optional[Delta] = None  # the component being trained, during evaluation
         self._pending_weight = 1.0
         self._snapshot: Optional[Dict[str, Any]] = None
         self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay plugins active when trained
@@ -262,17 +375,17 @@ class TangentPlugin(TaskMaskPlugin):
             return float(len(strategy.experience.dataset))
         return 1.0
 
-    def _members(self) -> List[Tuple[float, Delta]]:
+    def members(self) -> List[Tuple[float, Delta]]:
         """(weight, δ) of every model the evaluation combines."""
         members = [(w, d) for _, w, d in self.composition.iter_components()]
-        if self._training_delta is not None:
-            members.append((self._pending_weight, self._training_delta))
+        if self.training_state is not None:
+            members.append((self._pending_weight, self.training_state))
         return members
 
     def _eval_delta(self) -> Optional[Delta]:
         """The composed δ to evaluate, including a component still in training."""
-        if self._training_delta is not None:
-            return self.composition.composed_with(self._training_delta, self._pending_weight)
+        if self.training_state is not None:
+            return self.composition.composed_with(self.training_state, self._pending_weight)
         return self.composition.composed() if len(self.composition) else None
 
     # ------------------------------------------------------------------ failure safety
@@ -287,8 +400,8 @@ class TangentPlugin(TaskMaskPlugin):
             composition=self.composition.snapshot(),
             mask=self._mask_state(),
             replayed=dict(self._replayed),
-            in_training_exp=self._in_training_exp,
-            training_delta=self._training_delta,
+            in_training_exp=self.in_training_exp,
+            training_delta=self.training_state,
             pending_weight=self._pending_weight,
             criterion=getattr(strategy, "_criterion", None),
             optimizer=optimizer,
@@ -305,8 +418,8 @@ class TangentPlugin(TaskMaskPlugin):
         self.composition.restore(snap["composition"])
         self._load_mask_state(snap["mask"])
         self._replayed = dict(snap["replayed"])
-        self._in_training_exp = snap["in_training_exp"]
-        self._training_delta = snap["training_delta"]
+        self.in_training_exp = snap["in_training_exp"]
+        self.training_state = snap["training_delta"]
         self._pending_weight = snap["pending_weight"]
         if snap["criterion"] is not None:
             strategy._criterion = snap["criterion"]
@@ -358,12 +471,12 @@ class TangentPlugin(TaskMaskPlugin):
     def before_update(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Stop on a non-finite loss before the optimizer step spreads it into ``δ``."""
         loss = getattr(strategy, "loss", None)
-        if self._in_training_exp and isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
+        if self.in_training_exp and isinstance(loss, torch.Tensor) and not bool(torch.isfinite(loss.detach()).all()):
             self._stop_diverged(strategy, f"the loss is {loss.detach().float().sum().item()}")
 
     def after_update(self, strategy: "SupervisedTemplate", **kwargs) -> None:
         """Stop when the optimizer step made ``δ`` non-finite."""
-        if not self._in_training_exp:
+        if not self.in_training_exp:
             return
         model = self.tangent_model(strategy)
         if bool(torch.stack([torch.isfinite(p).all() for p in model.delta_params]).all()):
@@ -372,7 +485,7 @@ class TangentPlugin(TaskMaskPlugin):
         self._stop_diverged(strategy, f"δ holds NaN/inf in {bad[:5]}")
 
     # ------------------------------------------------------------------ training
-    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+    def start_member(self, strategy: "SupervisedTemplate") -> None:
         """Refuse an experience id already composed; start a fresh component (zero, or
         the composed δ for TMC-Seq)."""
         model = self.tangent_model(strategy)
@@ -381,16 +494,11 @@ class TangentPlugin(TaskMaskPlugin):
             model.load_delta(self.composition.composed())
         else:
             model.zero_delta()
-        if self.reset_optimizer_state:
-            strategy.optimizer.state = defaultdict(dict)
-        super().before_training_exp(strategy, **kwargs)
         self._pending_weight = self._component_weight(strategy)
-        self._in_training_exp = True
 
-    def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Add the trained component and load the composition into the model."""
+    def add_member(self, strategy: "SupervisedTemplate", key: Hashable) -> None:
+        """Add the trained component to the composition."""
         model = self.tangent_model(strategy)
-        key = strategy.experience.current_experience
         if key in self.composition:
             raise KeyError(
                 f"Experience {key} was already trained and composed; forget it first "
@@ -401,42 +509,35 @@ class TangentPlugin(TaskMaskPlugin):
             self._stop_diverged(strategy, f"δ holds NaN/inf in {non_finite_names(delta)[:5]}")
         self.composition.add(key, delta, self._pending_weight)
         self._replayed[key] = replay_plugin_names(strategy)
-        self._in_training_exp = False
-        model.load_delta(self.composition.composed())
 
     # ------------------------------------------------------------------ evaluation
-    def before_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
+    def load_combination(self, strategy: "SupervisedTemplate") -> None:
         """Load the composed δ (during training: the composition as if training stopped now)."""
         model = self.tangent_model(strategy)
-        if self._in_training_exp:
-            self._training_delta = model.delta
         delta = self._eval_delta()
         if delta is not None:
             model.load_delta(delta)
-        if self.mode == "tme" and self._members():
-            self._evaluate_with_nll(strategy)
 
-    def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """TME: replace the output by the softmax ensemble; then (task-IL) restrict it to
-        the task's classes. The ensemble averages each member's softmax over all classes
-        and the mask selects the task's outputs afterwards, as for a single model;
-        masking members first would renormalise the near-uniform outputs of components
-        that never saw the task and let their noise outvote the one that did."""
-        members = self._members() if self.mode == "tme" else []
-        if not members:
-            super().after_eval_forward(strategy, **kwargs)
-            return
+    def save_training_state(self, strategy: "SupervisedTemplate") -> Delta:
+        return self.tangent_model(strategy).delta
+
+    def load_training_state(self, strategy: "SupervisedTemplate", state: Delta) -> None:
+        self.tangent_model(strategy).load_delta(state)
+
+    def ensembles(self) -> bool:
+        """TME ensembles the components' softmax outputs."""
+        return self.mode == "tme"
+
+    ensembles_softmax = ensembles
+
+    def ensemble_output(self, strategy: "SupervisedTemplate", members: List[Tuple[float, Delta]]) -> torch.Tensor:
+        """TME: the weighted softmax ensemble. It averages each member's softmax over all
+        classes and the task mask selects the task's outputs afterwards, as for a single
+        model; masking members first would renormalise the near-uniform outputs of
+        components that never saw the task and let their noise outvote the one that did."""
         model = self.tangent_model(strategy)
         logits = [model.forward_with(strategy.mb_x, delta) for _, delta in members]
-        weights = [w for w, _ in members]
-        strategy.mb_output = mask_logits(log_softmax_ensemble(logits, weights), self.eval_mask(strategy))
-
-    def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Restore the criterion and, during training, the component being trained."""
-        self._restore_criterion(strategy)
-        if self._training_delta is not None:
-            self.tangent_model(strategy).load_delta(self._training_delta)
-            self._training_delta = None
+        return log_softmax_ensemble(logits, [w for w, _ in members])
 
     # ------------------------------------------------------------------ unlearning
     @property

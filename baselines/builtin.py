@@ -53,8 +53,9 @@ class _JointTaskMaskPlugin(TaskMaskPlugin):
     records the task labels and classes of every experience of the joint training set."""
 
     def before_training_exp(self, strategy, **kwargs) -> None:
+        # JointTraining keeps the experiences of train() in `_experiences` (no public name)
         for experience in getattr(strategy, "_experiences", None) or [strategy.experience]:
-            self._train_task_labels.update(self._record_classes(experience))
+            self.record_training_experience(experience)
 
 
 def make_builtin_strategy(

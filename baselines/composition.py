@@ -22,7 +22,7 @@ passed in already carries the new head); Avalanche's ``MultiTaskModule`` and
 ``IncrementalClassifier`` are not supported.
 """
 
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from typing import Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Union
 
 import torch
@@ -33,8 +33,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.optim import Optimizer
 
-from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble, mask_logits
-from avalanche_tmc.plugin import TaskMaskPlugin
+from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
+from avalanche_tmc.plugin import CompositionPlugin
 
 COMBINE_MODES = ("soup", "ens-l", "ens-sm")
 
@@ -61,7 +61,7 @@ def average_state_dicts(states: Sequence[Mapping[str, Tensor]]) -> StateDict:
     )
 
 
-class IndependentFineTunePlugin(TaskMaskPlugin):
+class IndependentFineTunePlugin(CompositionPlugin):
     """Fine-tunes the full model independently per experience and evaluates the
     combination of the fine-tuned models.
 
@@ -92,16 +92,14 @@ class IndependentFineTunePlugin(TaskMaskPlugin):
         task_incremental: Optional[bool] = None,
         reset_optimizer_state: bool = True,
     ):
-        super().__init__(task_incremental)
+        super().__init__(task_incremental, reset_optimizer_state)
         self.combine = combine
-        self.reset_optimizer_state = reset_optimizer_state
         self.pretrained_state: Optional[StateDict] = (
             None if pretrained_state is None
             else OrderedDict((k, v.detach().clone()) for k, v in pretrained_state.items())
         )
         self.fine_tuned: "OrderedDict[Hashable, StateDict]" = OrderedDict()
-        self._in_training_exp = False
-        self._training_state: Optional[StateDict] = None
+        self.training_state: Optional[StateDict] = None  # the model being trained, during evaluation
 
     @property
     def combine(self) -> str:
@@ -114,67 +112,55 @@ class IndependentFineTunePlugin(TaskMaskPlugin):
             raise ValueError(f"combine must be one of {COMBINE_MODES}, got {combine!r}.")
         self._combine = combine
 
-    def _members(self) -> List[StateDict]:
+    def members(self) -> List[StateDict]:
         """State dicts of every model the evaluation combines."""
         members = list(self.fine_tuned.values())
-        if self._training_state is not None:
-            members.append(self._training_state)
+        if self.training_state is not None:
+            members.append(self.training_state)
         return members
 
     # ------------------------------------------------------------------ training
-    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Restart from the pre-trained weights with a fresh optimizer state."""
+    def start_member(self, strategy: "SupervisedTemplate") -> None:
+        """Restart from the pre-trained weights."""
         if self.pretrained_state is None:
             self.pretrained_state = _detached_state(strategy.model)
         else:
             strategy.model.load_state_dict(self.pretrained_state)
-        if self.reset_optimizer_state:
-            strategy.optimizer.state = defaultdict(dict)
-        super().before_training_exp(strategy, **kwargs)
-        self._in_training_exp = True
 
-    def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Store the fine-tuned state dict; the model then holds the soup."""
-        key = strategy.experience.current_experience
+    def add_member(self, strategy: "SupervisedTemplate", key: Hashable) -> None:
+        """Store the fine-tuned state dict."""
         if key in self.fine_tuned:
             raise KeyError(
                 f"Experience {key} was already fine-tuned; delete it first "
                 f"(del strategy.fine_tuned[{key!r}]) to train it again."
             )
         self.fine_tuned[key] = _detached_state(strategy.model)
-        self._in_training_exp = False
-        strategy.model.load_state_dict(average_state_dicts(self._members()))
 
     # ------------------------------------------------------------------ evaluation
-    def before_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Load the soup of the members (during training: including the model under
-        training, saved to be restored); Ens-SM swaps the loss to NLL."""
-        if self._in_training_exp:
-            self._training_state = _detached_state(strategy.model)
-        members = self._members()
+    def load_combination(self, strategy: "SupervisedTemplate") -> None:
+        """Load the soup of the members (the soup's forward also serves the ensembles)."""
+        members = self.members()
         if members:
             strategy.model.load_state_dict(average_state_dicts(members))
-        if self.combine == "ens-sm" and members:
-            self._evaluate_with_nll(strategy)
+
+    def save_training_state(self, strategy: "SupervisedTemplate") -> StateDict:
+        return _detached_state(strategy.model)
+
+    def load_training_state(self, strategy: "SupervisedTemplate", state: StateDict) -> None:
+        strategy.model.load_state_dict(state)
+
+    def ensembles(self) -> bool:
+        """Ens-L and Ens-SM replace the soup's output by the members' combined outputs."""
+        return self.combine != "soup"
+
+    def ensembles_softmax(self) -> bool:
+        """Ens-SM averages softmax outputs (its loss is NLL)."""
+        return self.combine == "ens-sm"
 
     @torch.no_grad()
-    def after_eval_forward(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Ensembles: replace the (soup) output by the combined outputs of the members;
-        then (task-IL) restrict it to the task's classes."""
-        members = self._members() if self.combine != "soup" else []
-        if not members:
-            super().after_eval_forward(strategy, **kwargs)
-            return
+    def ensemble_output(self, strategy: "SupervisedTemplate", members: List[StateDict]) -> Tensor:
         logits = [functional_call(strategy.model, state, (strategy.mb_x,)) for state in members]
-        combined = logit_ensemble(logits) if self.combine == "ens-l" else log_softmax_ensemble(logits)
-        strategy.mb_output = mask_logits(combined, self.eval_mask(strategy))
-
-    def after_eval(self, strategy: "SupervisedTemplate", **kwargs) -> None:
-        """Restore the criterion and, during training, the model being trained."""
-        self._restore_criterion(strategy)
-        if self._training_state is not None:
-            strategy.model.load_state_dict(self._training_state)
-            self._training_state = None
+        return logit_ensemble(logits) if self.combine == "ens-l" else log_softmax_ensemble(logits)
 
 
 class IndependentFineTuneStrategy(SupervisedTemplate):

@@ -307,3 +307,20 @@ def test_builtin_methods_run_end_to_end(digits, backbone, name, task_labels):
 def test_unknown_builtin_name_raises(backbone):
     with pytest.raises(ValueError, match="naive, er, lwf"):
         make_builtin_strategy("icarl", model=copy.deepcopy(backbone))
+
+
+def test_composition_plugins_share_one_public_skeleton():
+    """TMC's and the baselines' plugins fill in CompositionPlugin's hooks; the Avalanche
+    callbacks (training moments, evaluation swap and restore) live in the base only."""
+    from avalanche_tmc import CompositionPlugin, TangentPlugin
+    from baselines import IndependentFineTunePlugin
+
+    callbacks = ("before_training_exp", "after_training_exp", "before_eval", "after_eval_forward", "after_eval")
+    hooks = ("start_member", "add_member", "members", "load_combination", "save_training_state",
+             "load_training_state", "ensembles", "ensembles_softmax", "ensemble_output")
+    for plugin in (TangentPlugin, IndependentFineTunePlugin):
+        assert issubclass(plugin, CompositionPlugin)
+        assert not [c for c in callbacks if c in vars(plugin)]
+        assert all(h in vars(plugin) for h in hooks)
+    with pytest.raises(NotImplementedError):
+        CompositionPlugin().members()

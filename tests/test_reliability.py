@@ -90,7 +90,7 @@ def test_diverged_experience_is_stopped_and_nothing_composed():
     assert strategy.tangent_plugin.composition.keys == [0]
     assert_same_delta(strategy.composed_delta, composed)
     assert_same_delta(strategy.model.delta, model_delta)
-    assert not strategy.tangent_plugin._in_training_exp
+    assert not strategy.tangent_plugin.in_training_exp
     strategy.optimizer.param_groups[0]["lr"] = 1e-2
     strategy.train(bm.train_stream[1])  # and it can be trained again normally
     assert strategy.tangent_plugin.composition.keys == [0, 1]
@@ -243,7 +243,7 @@ def _state(strategy):
     plugin = strategy.tangent_plugin
     return dict(keys=plugin.composition.keys, delta=strategy.model.delta,
                 classes={k: set(v) for k, v in plugin.task_classes.items()}, labels=set(plugin._train_task_labels),
-                in_training=plugin._in_training_exp, iterations=strategy.clock.train_iterations,
+                in_training=plugin.in_training_exp, iterations=strategy.clock.train_iterations,
                 is_training=strategy.is_training, experience=strategy.experience)
 
 
