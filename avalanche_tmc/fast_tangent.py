@@ -508,29 +508,25 @@ class _Step:
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
-def _subst(value: Any, table: List[Any]) -> Any:
+def _subst(value: Any, table: List[Any], tangent: bool = False) -> Any:
+    """``value`` with every reference replaced by its entry of ``table``. With
+    ``tangent=True`` (the tangent table) constants become None: they have no tangent."""
     if isinstance(value, _Ref):
         return table[value.index]
     if isinstance(value, (list, tuple)):
-        items = [_subst(v, table) for v in value]
-        return type(value)(items) if isinstance(value, list) else tuple(items)
+        items = [_subst(v, table, tangent) for v in value]
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
-        return {k: _subst(v, table) for k, v in value.items()}
+        return {k: _subst(v, table, tangent) for k, v in value.items()}
+    if tangent:
+        return None
     if isinstance(value, slice):
         return slice(_subst(value.start, table), _subst(value.stop, table), _subst(value.step, table))
     return value
 
 
 def _subst_tangent(value: Any, table: List[Any]) -> Any:
-    """Like :func:`_subst` with the tangent table; constants have no tangent (None)."""
-    if isinstance(value, _Ref):
-        return table[value.index]
-    if isinstance(value, (list, tuple)):
-        items = [_subst_tangent(v, table) for v in value]
-        return type(value)(items) if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {k: _subst_tangent(v, table) for k, v in value.items()}
-    return None
+    return _subst(value, table, tangent=True)
 
 
 def tree_flatten(value: Any) -> Tuple[List[Any], Any]:
@@ -968,60 +964,40 @@ def _attention_call(args, kwargs, d_args, d_kwargs):
     )
 
 
+_BINARY_RULES = (
+    ("add", _ADD_METHODS, _ADD_FUNCTIONS),
+    ("sub", _SUB_METHODS, _SUB_FUNCTIONS),
+    ("mul", _MUL_METHODS, _MUL_FUNCTIONS),
+    ("div", _DIV_METHODS, _DIV_FUNCTIONS),
+)
+_METHOD_RULES = (
+    (_NO_TANGENT_METHODS, "no_tangent"), (_LINEAR_METHODS, "linear_in_first"), (_MATMUL_METHODS, "matmul"),
+    ({"softmax"}, "softmax"),
+)
+_FUNCTION_RULES = (
+    (_NO_TANGENT_FUNCTIONS, "no_tangent"), (_CAT_FUNCTIONS, "cat"), (_LINEAR_FUNCTIONS, "linear_in_first"),
+    (_MATMUL_FUNCTIONS, "matmul"), (_SOFTMAX_FUNCTIONS, "softmax"), ({F.batch_norm}, "batchnorm"),
+    ({F.layer_norm}, "layer_norm"), ({F.max_pool2d, torch.max_pool2d}, "max_pool2d"),
+    ({F.scaled_dot_product_attention}, "attention"),
+)
+
+
 def _classify_call(node: fx.Node) -> Dict[str, Any]:
-    target = node.target
-    if node.op == "call_method":
-        if target in _NO_TANGENT_METHODS:
-            return {"rule": "no_tangent"}
-        if target in _ACTIVATION_METHODS:
-            return {"rule": "activation", "activation": _ACTIVATION_METHODS[target]}
-        if target in _ADD_METHODS:
-            return {"rule": "add" if len(node.args) == 2 and not node.kwargs else "jvp"}
-        if target in _SUB_METHODS:
-            return {"rule": "sub" if len(node.args) == 2 and not node.kwargs else "jvp"}
-        if target in _MUL_METHODS:
-            return {"rule": "mul" if len(node.args) == 2 else "jvp"}
-        if target in _DIV_METHODS:
-            return {"rule": "div" if len(node.args) == 2 and not node.kwargs else "jvp"}
-        if target in _LINEAR_METHODS:
-            return {"rule": "linear_in_first"}
-        if target in _MATMUL_METHODS:
-            return {"rule": "matmul"}
-        if target == "softmax":
-            return {"rule": "softmax"}
-        return {"rule": "jvp"}
-    if target in _NO_TANGENT_FUNCTIONS:
-        return {"rule": "no_tangent"}
-    if target in _ACTIVATION_FUNCTIONS:
-        return {"rule": "activation", "activation": _ACTIVATION_FUNCTIONS[target]}
-    if target in _ADD_FUNCTIONS:
-        return {"rule": "add" if len(node.args) == 2 and not node.kwargs else "jvp"}
-    if target in _SUB_FUNCTIONS:
-        return {"rule": "sub" if len(node.args) == 2 and not node.kwargs else "jvp"}
-    if target in _MUL_FUNCTIONS:
-        return {"rule": "mul" if len(node.args) == 2 and not node.kwargs else "jvp"}
-    if target in _DIV_FUNCTIONS:
-        return {"rule": "div" if len(node.args) == 2 and not node.kwargs else "jvp"}
-    if target in _CAT_FUNCTIONS:
-        return {"rule": "cat"}
-    if target in _LINEAR_FUNCTIONS:
-        return {"rule": "linear_in_first"}
-    if target in _MATMUL_FUNCTIONS:
-        return {"rule": "matmul"}
-    if target in _SOFTMAX_FUNCTIONS:
-        return {"rule": "softmax"}
-    if target is F.linear:
+    """The rule of a call_function / call_method node (``jvp``: the fallback)."""
+    target, is_method = node.target, node.op == "call_method"
+    activations = _ACTIVATION_METHODS if is_method else _ACTIVATION_FUNCTIONS
+    if target in activations:
+        return {"rule": "activation", "activation": activations[target]}
+    for rule, methods, functions in _BINARY_RULES:
+        if target in (methods if is_method else functions):
+            return {"rule": rule if len(node.args) == 2 and not node.kwargs else "jvp"}
+    for targets, rule in _METHOD_RULES if is_method else _FUNCTION_RULES:
+        if target in targets:
+            return {"rule": rule}
+    if not is_method and target is F.linear:
         return {"rule": "bilinear", "conf": 0}
-    if target in _CONV_FUNCTION_DIMS:
+    if not is_method and target in _CONV_FUNCTION_DIMS:
         return {"rule": "bilinear", "conf": _CONV_FUNCTION_DIMS[target]}
-    if target is F.batch_norm:
-        return {"rule": "batchnorm"}
-    if target is F.layer_norm:
-        return {"rule": "layer_norm"}
-    if target in (F.max_pool2d, torch.max_pool2d):
-        return {"rule": "max_pool2d"}
-    if target is F.scaled_dot_product_attention:
-        return {"rule": "attention"}
     return {"rule": "jvp"}
 
 
