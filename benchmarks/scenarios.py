@@ -9,6 +9,13 @@
 * data-incremental (D-): seeded random shards of the training set, each with every
   class; or, when the dataset has domains (emoji styles), one domain per experience.
   The test stream is the whole test set.
+
+Why the deprecated ``nc_benchmark`` / ``ni_benchmark``: avalanche-lib 0.6.0's
+``class_incremental_benchmark(num_classes_per_exp=..., class_order=...)`` gives the same
+classes per experience but orders the samples inside each experience differently (so
+mini-batches, hence every trained number, would change), and ``with_task_labels`` on its
+result labels every experience task 0 (measured on digits, 3 experiences). Moving off
+them needs a split that reproduces these experiences exactly.
 """
 
 from typing import List, Optional, Sequence
