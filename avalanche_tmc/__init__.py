@@ -20,6 +20,7 @@ from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskP
 from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
 from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
 from .fast_tangent import TracingError  # noqa: E402
+from .batchnorm import reestimate_batchnorm  # noqa: E402
 from .statistics import (  # noqa: E402
     HeadStats,
     RandomReLUFeatures,
@@ -35,6 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "TangentModel",
     "TracingError",
+    "reestimate_batchnorm",
     "Delta",
     "find_head",
     "replace_head",
