@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMEStrategy, TMCStrategy, find_head
-from avalanche_tmc import replace_head
+from avalanche_tmc import reestimate_batchnorm, replace_head
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin_strategy
 
@@ -64,6 +64,16 @@ class TrainConfig:
     slda_shrinkage: float = 1e-4  # Avalanche's StreamingLDA default
     device: str = "cpu"
     seed: int = 0
+    bn_batches: Optional[Sequence[Any]] = None  # tangent base point: BatchNorm re-estimated on these
+
+
+def tangent_base(top: nn.Module, cfg: TrainConfig) -> nn.Module:
+    """The network a tangent method linearizes: ``top`` with a new head and, when
+    ``cfg.bn_batches`` is set, its BatchNorm statistics re-estimated on those batches."""
+    net = with_new_head(top, cfg)
+    if cfg.bn_batches is not None:
+        reestimate_batchnorm(net, cfg.bn_batches)
+    return net
 
 
 @dataclass(frozen=True)
@@ -208,7 +218,7 @@ def with_new_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
 
 def _tangent(strategy_class, linearize: str) -> Builder:
     def build(top, cfg, common):
-        model = TangentModel(with_new_head(top, cfg), linearize=linearize)
+        model = TangentModel(tangent_base(top, cfg), linearize=linearize)
         return strategy_class(model=model, lr=cfg.lr_tangent, beta=cfg.beta, **common)
 
     return build
@@ -249,7 +259,8 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -
         raise ValueError(f"{row.name!r} is not one of baselines.BUILTIN_METHODS {BUILTIN_METHODS}.")
 
     def build(top, cfg, common):
-        return make_builtin_strategy(row.name, model=with_new_head(top, cfg), lr=cfg.lr_tangent if tangent else cfg.lr,
+        net = tangent_base(top, cfg) if tangent else with_new_head(top, cfg)
+        return make_builtin_strategy(row.name, model=net, lr=cfg.lr_tangent if tangent else cfg.lr,
                                      mem_size=cfg.mem_size, beta=cfg.beta, **common)
 
     register_method(row.name, row, joint=joint)(build)

@@ -108,6 +108,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
     p.add_argument("--verbose", action="store_true", help="Avalanche's interactive progress logger")
     p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under <out>/tb")
+    p.add_argument("--bn-data", choices=("none", "first-experience"), default="none",
+                   help="tangent methods: re-estimate the network's BatchNorm statistics on the first "
+                        "experience's training inputs before linearizing (one base point for every component)")
     p.add_argument("--restart", action="store_true",
                    help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
     return p.parse_args(argv)
@@ -256,12 +259,20 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     return results
 
 
+def _first_experience_batches(bm, batch_size: int) -> List[torch.Tensor]:
+    """The inputs of the first training experience, in order, batch by batch (no labels)."""
+    loader = DataLoader(bm.train_stream[0].dataset, batch_size=batch_size, shuffle=False)
+    return [batch[0] for batch in loader]
+
+
 def _progress_path(out_dir: str, run: Dict[str, Any], group: MethodGroup, *, seed: int, weights: Optional[str],
-                   data_root: Optional[str]) -> str:
+                   data_root: Optional[str], bn_data: str = "none") -> str:
     """Where a finished method group's rows are kept, named by everything that decides
     them (the run's settings, the seed, the group and its rows), so a re-run with other
     settings never picks up a stale result."""
     settings = dict(run, seed=seed, weights=weights, data_root=data_root, group=group.name)
+    if bn_data != "none":  # (absent by default, so earlier progress files keep their names)
+        settings["bn_data"] = bn_data
     key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return os.path.join(out_dir, "progress", f"{group.name}-{key}.json")
 
@@ -289,18 +300,21 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
     cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], batch_size=run["batch_size"],
                       lr_tangent=run["lr_tangent"], lr=run["lr"], beta=run["beta"], milestones=run["milestones"],
-                      device=args.device, seed=args.seed)
+                      device=args.device, seed=args.seed,
+                      bn_batches=_first_experience_batches(bm, run["batch_size"]) if args.bn_data != "none" else None)
     head_size = find_head_size(top, num_classes)
     trained = sum(p.numel() for p in top.parameters()) - head_size[0] + head_size[1]
     print(f"[{run['dataset']}] {run['scenario']}-incremental, {run['tasks']} experiences, {num_classes} classes, "
           f"{trained / 1e6:.2f} M trained parameters, "
           f"{cfg.epochs} epochs/experience, batch {cfg.batch_size}, Adam lr {cfg.lr_tangent} (tangent), "
-          f"SGD lr {cfg.lr} (non-linear), RSL beta {cfg.beta}", flush=True)
+          f"SGD lr {cfg.lr} (non-linear), RSL beta {cfg.beta}"
+          + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else ""), flush=True)
     base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"])
     run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}")
     results = []
     for group, rows in groups:
-        progress = _progress_path(out_dir, run, group, seed=args.seed, weights=args.weights, data_root=args.data_root)
+        progress = _progress_path(out_dir, run, group, seed=args.seed, weights=args.weights, data_root=args.data_root,
+                                  bn_data=args.bn_data)
         done = None if args.restart else _load_progress(progress)
         if done is not None:
             print(f"  {'+'.join(rows):18s} finished by an earlier run: kept from {progress} (--restart to retrain)")

@@ -98,3 +98,29 @@ def test_runner_steps_take_explicit_parameters():
         params = inspect.signature(function).parameters
         assert "args" not in params
         assert all(params[n].kind is inspect.Parameter.KEYWORD_ONLY for n in names)
+
+
+def test_bn_data_first_experience_gives_tangent_methods_a_reestimated_base_point(tmp_path, monkeypatch):
+    import torch
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    from benchmarks import methods
+
+    bases = []
+    real_tangent_base = methods.tangent_base
+
+    def recording(top, cfg):
+        net = real_tangent_base(top, cfg)
+        bases.append((top, net, cfg.bn_batches))
+        return net
+
+    monkeypatch.setattr(methods, "tangent_base", recording)
+    rows = run.main(TINY + ["--scenario", "class", "--methods", "tmc,joint-tangent", "--bn-data", "first-experience",
+                            "--out", str(tmp_path)])
+    assert {r["method"] for r in rows} >= {"tmc", "joint-tangent"}
+    assert len(bases) == 2  # the tangent group and joint-tangent
+    top, net, batches = bases[0]
+    first = torch.cat(batches)
+    assert first.shape[0] == 6 * 5  # the first experience: 5 digit classes x 6 training images
+    norms = [(a, b) for a, b in zip(top.modules(), net.modules()) if isinstance(a, _BatchNorm)]
+    assert norms and all(not torch.equal(a.running_mean, b.running_mean) for a, b in norms)
