@@ -390,10 +390,6 @@ def attention_rule(
     return out, _add_tangents(*terms)
 
 
-def _hardtanh_tangent(y: Tensor, x: Tensor, dx: Tensor, lo: float, hi: float) -> Tensor:
-    return aten.hardtanh_backward(dx, x, lo, hi)
-
-
 def _silu_slope(x: Tensor) -> Tensor:
     # aten.silu_backward has no derivative of its own, so a training step could not
     # differentiate through it: the slope σ(x)(1 + x(1 − σ(x))) written out instead.
@@ -625,7 +621,7 @@ class TangentPlan:
     def _module_tangents(self, step: _Step, tangents: Mapping[str, Tensor]) -> Dict[str, Tensor]:
         return {local: tangents[full] for local, full in step.extra["params"] if full in tangents}
 
-    def _run_conv_batchnorm(self, step, model, x, dx, tangents, primal):
+    def _run_conv_batchnorm(self, step, model, x, dx, tangents):
         conv_name, conf, norm = step.extra["conv"], step.extra["conf"], step.extra["norm"]
         conv = _resolve_attr(model, conv_name)
         prefix = conv_name + "."
@@ -660,7 +656,7 @@ class TangentPlan:
 
     def _run_module(self, step, model, args, kwargs, d_args, d_kwargs, tangents):
         if step.extra["rule"] == "conv_bn":
-            return self._run_conv_batchnorm(step, model, args[0], d_args[0], tangents, None)
+            return self._run_conv_batchnorm(step, model, args[0], d_args[0], tangents)
         module = _resolve_attr(model, step.target) if step.target else model
         rule = step.extra["rule"]
         d_params = self._module_tangents(step, tangents)
@@ -674,8 +670,6 @@ class TangentPlan:
             return bilinear_rule(
                 x, dx, module.weight, d_params.get("weight"), module.bias, d_params.get("bias"), conf
             )
-        if rule == "conv_bn":
-            return self._run_conv_batchnorm(step, model, x, dx, tangents, primal=None)
         if rule == "batchnorm":
             return batchnorm_rule(
                 x, dx, module.running_mean, module.running_var, module.weight, d_params.get("weight"),
