@@ -1,4 +1,5 @@
-"""Continual-learning splits of a (train, test) pair, built with Avalanche's generators.
+"""Continual-learning splits of a (train, test) pair, built with Avalanche's current
+benchmark API (``benchmark_from_datasets``, ``with_task_labels``).
 
 * class-incremental (C-): disjoint class groups per experience, every class used once;
   the first experiences take the remainder (67 classes / 5 tasks -> 14,14,13,13,13), as
@@ -10,19 +11,47 @@
   class; or, when the dataset has domains (emoji styles), one domain per experience.
   The test stream is the whole test set.
 
-Why the deprecated ``nc_benchmark`` / ``ni_benchmark``: avalanche-lib 0.6.0's
-``class_incremental_benchmark(num_classes_per_exp=..., class_order=...)`` gives the same
-classes per experience but orders the samples inside each experience differently (so
-mini-batches, hence every trained number, would change), and ``with_task_labels`` on its
-result labels every experience task 0 (measured on digits, 3 experiences). Moving off
-them needs a split that reproduces these experiences exactly.
+The experiences are exactly those of the deprecated ``nc_benchmark`` / ``ni_benchmark``
+that produced the published results: the same samples in the same order, the same
+targets and task labels (every sample carries one, so a mini-batch is ``(x, y, t)``),
+the same ``classes_in_this_experience`` (and ``previous_classes``,
+``classes_seen_so_far``, ``future_classes``) lists; ``tests/test_scenarios.py``
+compares both, sample by sample. The index lists are computed here (:func:`class_indices`,
+:func:`random_shards`, :func:`domain_shards`) because the current generators differ,
+measured on avalanche-lib 0.6.0:
+
+* ``class_incremental_benchmark(class_order=..., num_classes_per_exp=...)`` gives the
+  same classes per experience but concatenates them in reverse order (so mini-batches,
+  hence every trained number, would change), and its datasets carry no task labels:
+  ``with_task_labels`` on it then labels every experience task 0.
+* ``with_classes_timeline`` gives sets, and its ``future_classes`` are the classes not
+  seen yet rather than those of the later experiences.
 """
 
 from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
-from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark, ni_benchmark
+from avalanche.benchmarks.scenarios import benchmark_from_datasets, with_task_labels
+from avalanche.benchmarks.utils import (
+    ConstantSequence,
+    DataAttribute,
+    DefaultTransformGroups,
+    TaskAwareSupervisedClassificationDataset,
+    TaskLabels,
+)
+
+__all__ = [
+    "SCENARIOS",
+    "classes_per_experience",
+    "class_order",
+    "class_indices",
+    "class_incremental",
+    "random_shards",
+    "domain_shards",
+    "data_incremental",
+    "make_scenario",
+]
 
 SCENARIOS = ("class", "task", "data")
 
@@ -44,20 +73,79 @@ def class_order(num_classes: int, seed: int) -> List[int]:
     return np.random.default_rng(seed).permutation(num_classes).tolist()
 
 
+def class_indices(targets: Sequence[int], groups: Sequence[Sequence[int]]) -> List[List[int]]:
+    """For each class group, the indices of its samples: class by class, in the iteration
+    order of ``set(group)`` (as ``nc_benchmark`` does), each class's samples in dataset order."""
+    targets = np.asarray(targets)
+    return [[i for c in set(group) for i in np.flatnonzero(targets == c).tolist()] for group in groups]
+
+
+def _classification_dataset(dataset, int_targets: bool):
+    """``dataset`` as an Avalanche classification dataset: its ``targets`` as a list of
+    ints, task label 0 on every sample. ``int_targets``: an item's target is a Python
+    ``int`` (``nc_benchmark`` maps every target through its class-id table, which turns a
+    0-d tensor into an ``int``; ``ni_benchmark`` leaves it as it is)."""
+    return TaskAwareSupervisedClassificationDataset(
+        [dataset],
+        data_attributes=[DataAttribute(_targets(dataset).tolist(), "targets"),
+                         TaskLabels(ConstantSequence(0, len(dataset)))],
+        frozen_transform_groups=DefaultTransformGroups((None, int)) if int_targets else None,
+    )
+
+
+def _experience_data(data, indices: Optional[List[int]], task: int, group: str):
+    """``data[indices]`` (all of it for ``None``) with task label ``task`` and the
+    transform group ``group`` ("train" or "eval")."""
+    if indices is not None:
+        data = data.subset(indices)
+    if task != 0:
+        data = data.update_data_attribute("targets_task_labels", TaskLabels(ConstantSequence(task, len(data))))
+    return data.with_transforms(group)
+
+
+def _with_class_lists(benchmark):
+    """Give each experience ``nc_benchmark``'s class lists: ``classes_in_this_experience``,
+    ``previous_classes``, ``classes_seen_so_far`` and ``future_classes`` (those of the
+    later experiences of its stream)."""
+    for stream in benchmark.streams.values():
+        classes = [set(list(exp.dataset.targets)) for exp in stream]
+        for i, exp in enumerate(stream):
+            previous, future = set(), set()
+            for earlier in classes[:i]:
+                previous.update(earlier)
+            for later in classes[i + 1:]:
+                future.update(later)
+            exp.classes_in_this_experience = list(classes[i])
+            exp.previous_classes = list(previous)
+            exp.classes_seen_so_far = list(classes[i].union(previous))
+            exp.future_classes = list(future)
+    return benchmark
+
+
+def _benchmark(train, test, train_indices, test_indices, task_labels: bool, int_targets: bool):
+    """The benchmark whose experience ``t`` holds ``train[train_indices[t]]`` and
+    ``test[test_indices[t]]`` (``test_indices=[None]``: one test experience, the whole
+    test set), with task label ``t`` (``task_labels``) or 0."""
+
+    def stream(dataset, index_lists, group):
+        data = _classification_dataset(dataset, int_targets)
+        return [_experience_data(data, idx, t if task_labels else 0, group) for t, idx in enumerate(index_lists)]
+
+    return _with_class_lists(with_task_labels(benchmark_from_datasets(
+        train=stream(train, train_indices, "train"),
+        test=stream(test, test_indices, "eval"),
+    )))
+
+
 def class_incremental(train, test, n_experiences: int, seed: int = 0, task_labels: bool = False):
     """C- split (``task_labels=True``: the task-incremental version of it)."""
-    num_classes = int(_targets(train).max()) + 1
-    counts = classes_per_experience(num_classes, n_experiences)
-    return nc_benchmark(
-        train,
-        test,
-        n_experiences=n_experiences,
-        task_labels=task_labels,
-        fixed_class_order=class_order(num_classes, seed),
-        per_exp_classes=dict(enumerate(counts)),
-        class_ids_from_zero_in_each_exp=False,
-        class_ids_from_zero_from_first_exp=False,
-    )
+    train_targets = _targets(train)
+    num_classes = int(train_targets.max()) + 1
+    order = class_order(num_classes, seed)
+    bounds = np.cumsum([0, *classes_per_experience(num_classes, n_experiences)])
+    groups = [order[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+    return _benchmark(train, test, class_indices(train_targets, groups), class_indices(_targets(test), groups),
+                      task_labels, int_targets=True)
 
 
 def random_shards(num_samples: int, n_experiences: int, seed: int = 0) -> List[List[int]]:
@@ -88,7 +176,7 @@ def data_incremental(train, test, n_experiences: int, seed: int = 0, by_domain: 
             raise ValueError(f"The dataset has {len(shards)} domains; use --tasks {len(shards)} for a domain split.")
     else:
         shards = random_shards(len(train), n_experiences, seed)
-    return ni_benchmark(train, test, n_experiences=n_experiences, fixed_exp_assignment=shards)
+    return _benchmark(train, test, shards, [None], task_labels=False, int_targets=False)
 
 
 def make_scenario(scenario: str, train, test, n_experiences: int, seed: int = 0):
