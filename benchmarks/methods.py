@@ -11,7 +11,8 @@ its strategy, together with
 * ``select``: how the trained strategy is made to evaluate as one of its rows;
 * ``components`` and ``component_row``: how each experience's component is evaluated
   alone, and the row its accuracies are reported under (when that row is requested);
-* ``joint``: trained once on the whole stream (a paragon).
+* ``joint``: trained once on the whole stream (a paragon);
+* ``family``: whose tuned learning rate and epochs it trains with (:data:`FAMILIES`).
 
 The runner (:mod:`benchmarks.run`), the report (:mod:`benchmarks.report`) and the tests
 read only this registry. Everything here only *configures* strategies from
@@ -24,7 +25,7 @@ one :func:`register_method` entry (and its test)::
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import avalanche_tmc  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
@@ -42,9 +43,14 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
-    "joint_methods", "groups_for", "build_strategy", "select_row", "component_forwards", "component_row",
-    "with_new_head",
+    "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards", "component_row",
+    "with_new_head", "FAMILIES", "config_for",
 ]
+
+# Hyper-parameter families: groups of a family train with the same learning rate and
+# epochs (``TrainConfig.lr_tangent`` / ``lr`` and ``epochs``, or the values tuned for the
+# family, see :mod:`benchmarks.tuning`). Training-free heads have nothing to tune.
+FAMILIES = ("tangent", "non-linear", "training-free")
 
 
 @dataclass
@@ -65,6 +71,14 @@ class TrainConfig:
     device: str = "cpu"
     seed: int = 0
     bn_batches: Optional[Sequence[Any]] = None  # tangent base point: BatchNorm re-estimated on these
+    tangent_epochs: Optional[int] = None  # epochs of the tangent family (None: ``epochs``)
+
+    def for_family(self, family: str) -> "TrainConfig":
+        """This config as a group of ``family`` sees it: the tangent family trains for
+        ``tangent_epochs`` when set (learning rates are already per family)."""
+        if family == "tangent" and self.tangent_epochs is not None:
+            return replace(self, epochs=self.tangent_epochs)
+        return self
 
 
 def tangent_base(top: nn.Module, cfg: TrainConfig) -> nn.Module:
@@ -102,6 +116,7 @@ class MethodGroup:
     components: Optional[Callable[[SupervisedTemplate], Dict[int, Forward]]] = None
     component_row: Optional[str] = None
     joint: bool = False  # trained once on the whole stream
+    family: str = "non-linear"  # one of FAMILIES
 
     @property
     def row_names(self) -> Tuple[str, ...]:
@@ -120,6 +135,7 @@ def register_method(
     components: Optional[Callable[[SupervisedTemplate], Dict[int, Forward]]] = None,
     component_row: Optional[str] = None,
     joint: bool = False,
+    family: str = "non-linear",
 ) -> Callable[[Builder], Builder]:
     """Decorator: register the strategy builder of method group ``name`` and its ``rows``.
 
@@ -134,9 +150,11 @@ def register_method(
         raise ValueError(f"Method group {name!r} has several rows but no select function.")
     if (component_row is None) != (components is None) or (component_row is not None and component_row not in names):
         raise ValueError(f"Method group {name!r}: components and component_row (one of {names}) go together.")
+    if family not in FAMILIES:
+        raise ValueError(f"Method group {name!r}: family {family!r} is not one of {FAMILIES}.")
 
     def decorator(build: Builder) -> Builder:
-        _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint)
+        _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint, family)
         _ROWS.update((row.name, row) for row in rows)
         if joint:
             _JOINT_ROWS.extend(names)
@@ -160,6 +178,11 @@ def method_row(name: str) -> Optional[Row]:
     return _ROWS.get(name)
 
 
+def method_family(name: str) -> Optional[str]:
+    """The hyper-parameter family (:data:`FAMILIES`) of row ``name`` (None if unknown)."""
+    return next((g.family for g in _GROUPS.values() if name in g.row_names), None)
+
+
 def joint_methods() -> Tuple[str, ...]:
     """Rows of groups trained once on the whole stream (the paragons)."""
     return tuple(_JOINT_ROWS)
@@ -178,8 +201,14 @@ def groups_for(methods: Sequence[str]) -> List[Tuple[MethodGroup, Tuple[str, ...
     return chosen
 
 
+def config_for(group: MethodGroup, cfg: TrainConfig) -> TrainConfig:
+    """The config ``group`` trains with (its family's epochs)."""
+    return cfg.for_family(group.family)
+
+
 def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluator) -> SupervisedTemplate:
     """A fresh strategy for ``group`` on a copy of ``top`` (with a new seeded head where it has one)."""
+    cfg = config_for(group, cfg)
     common = dict(
         train_mb_size=cfg.batch_size, train_epochs=cfg.epochs, eval_mb_size=cfg.eval_batch_size,
         device=cfg.device, evaluator=evaluator,
@@ -263,19 +292,19 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -
         return make_builtin_strategy(row.name, model=net, lr=cfg.lr_tangent if tangent else cfg.lr,
                                      mem_size=cfg.mem_size, beta=cfg.beta, **common)
 
-    register_method(row.name, row, joint=joint)(build)
+    register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear")(build)
 
 
 # ------------------------------------------------------------------------ registry
 
 register_method(
     "tangent", Row("tmc", "TMC", "O(1)", parallel=True), Row("tme", "TME", "O(T)", parallel=True),
-    select=_tangent_mode, components=_tangent_components, component_row="tmc",
+    select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent",
 )(_tangent(TMEStrategy, "all"))  # trained once, evaluated as TMC or TME by select
-register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)"))(_tangent(TMCSeqStrategy, "all"))
+register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)"), family="tangent")(_tangent(TMCSeqStrategy, "all"))
 register_method(
     "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True),
-    components=_tangent_components, component_row="tmc-fc",
+    components=_tangent_components, component_row="tmc-fc", family="tangent",
 )(_tangent(TMCStrategy, "head"))
 
 
@@ -290,7 +319,7 @@ def _independent(top, cfg, common):
 
 # Training-free heads keep additive sufficient statistics (class means, scatter / Gram
 # matrices), so per-task parts can be computed in parallel and summed.
-@register_method("slda", Row("slda", "SLDA", "O(1) (D×D)", parallel=True))
+@register_method("slda", Row("slda", "SLDA", "O(1) (D×D)", parallel=True), family="training-free")
 def _slda(top, cfg, common):
     feature_size = top.get_submodule(find_head(top)).in_features
     return StreamingLDA(
@@ -300,10 +329,12 @@ def _slda(top, cfg, common):
     )
 
 
-register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", parallel=True))(_analytic("ncm", projection=False))
-register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", parallel=True))(
+_TRAINING_FREE = dict(family="training-free")
+register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", parallel=True), **_TRAINING_FREE)(
+    _analytic("ncm", projection=False))
+register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", parallel=True), **_TRAINING_FREE)(
     _analytic("ridge", projection=True))
-register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", parallel=True))(
+register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", parallel=True), **_TRAINING_FREE)(
     _analytic("ridge", projection=False))
 
 _BUFFER_COST = "O(1) + buffer 300"

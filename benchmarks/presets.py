@@ -40,6 +40,30 @@ PRESETS: Dict[str, List[dict]] = {
 }
 
 
+# The freeze-point study (issue: the paper's regime): how much of the network is trained,
+# from the head alone to everything but the stem, each regime with its learning rate and
+# epochs chosen per family on a validation split (benchmarks/tuning.py). Less data than
+# the main job (60 per class / per emoji category) keeps it near 30 minutes on 2 cores.
+REGIMES = ("classifier", "blocks.6", "blocks.4", "blocks.0")
+_STUDY_DATA = {
+    "class": dict(dataset="mnist_like_30", beta=25.0, data_options={"per_class_train": 60, "per_class_test": 20},
+                  methods="tmc,tme,soup,ens-l,ens-sm,ranpac,joint,joint-tangent"),
+    "data": dict(dataset="emoji_styles", beta=5.0, data_options={"categories": 8, "limit_per_category": 60},
+                 methods="tmc,tme,tmc-seq,soup,ens-l,ens-sm,ranpac,joint,joint-tangent"),
+}
+PRESETS["offline-regimes"] = [
+    dict(OFFLINE, scenario=scenario, tasks=5, freeze_until=regime, tune={}, **_STUDY_DATA[scenario])
+    for scenario in ("class", "data") for regime in REGIMES
+]
+# the same pipeline in a minute (tests): two regimes, one trial per family
+PRESETS["tiny-regimes"] = [
+    dict(OFFLINE, dataset="digits", scenario="class", tasks=3, beta=25.0, epochs=1, freeze_until=regime,
+         data_options={}, methods="tmc,tme,soup,ens-l,ens-sm,joint",
+         tune=dict(tangent_lrs=(1e-3,), lrs=(1e-2,), epochs=(1,), val_fraction=0.2))
+    for regime in ("classifier", "blocks.6")
+]
+
+
 def _paper_runs(dataset: str, prefix: str, scenario: str, task_counts) -> None:
     for tasks in task_counts:
         PRESETS[f"{prefix}-{dataset}-{tasks}"] = [

