@@ -12,9 +12,12 @@ only if that fails does it declare the two operators the import needs
 (``torchvision::nms`` and ``torchvision::qnms``, whose kernels raise a clear error). On a
 normal CPU or CUDA install the library loads and the hook does nothing else.
 
-This module imports neither torch nor torchvision at import time, so it is cheap to load
-from a ``.pth`` file at interpreter start (``make`` writes one into ``.venv``), and
-``avalanche_tmc`` calls :func:`install` first thing as well.
+Importing this module installs the hook (:func:`install`, idempotent), and imports
+neither torch nor torchvision, so it is cheap to load from a ``.pth`` file at interpreter
+start (``make`` writes one into ``.venv``, the wheel ships one). Without that file, a
+package that may import torchvision imports this module first, in its ``__init__``:
+``avalanche_tmc`` (the one place in the library), and in a checkout ``benchmarks``,
+``baselines``, ``examples`` and ``tests``. Their modules then import in the usual order.
 """
 
 import importlib.abc
@@ -95,3 +98,6 @@ def install() -> None:
         return
     if not any(isinstance(f, _TorchvisionImportHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchvisionImportHook())
+
+
+install()  # on import: see the module docstring

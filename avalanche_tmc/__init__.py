@@ -1,10 +1,8 @@
 """avalanche-tmc: Tangent Model Composition (TMC) for Avalanche continual learning."""
 
-import avalanche_tmc_torchvision_fallback as _tv_fallback
+import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
-_tv_fallback.install()  # before anything can import torchvision (see that module)
-
-from .composition import (  # noqa: E402
+from .composition import (
     DeltaComposition,
     add_deltas,
     check_compatible,
@@ -14,14 +12,14 @@ from .composition import (  # noqa: E402
     weighted_sum,
     zeros_like_delta,
 )
-from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits  # noqa: E402
-from .losses import RescaledSquareLoss  # noqa: E402
-from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin  # noqa: E402
-from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy  # noqa: E402
-from .tangent import Delta, TangentModel, find_head, replace_head  # noqa: E402
-from .fast_tangent import TracingError  # noqa: E402
-from .batchnorm import reestimate_batchnorm  # noqa: E402
-from .statistics import (  # noqa: E402
+from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
+from .losses import RescaledSquareLoss
+from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
+from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
+from .tangent import Delta, TangentModel, find_head, replace_head
+from .fast_tangent import TracingError
+from .batchnorm import reestimate_batchnorm
+from .statistics import (
     HeadStats,
     RandomReLUFeatures,
     StatisticsComposition,
@@ -29,7 +27,7 @@ from .statistics import (  # noqa: E402
     head_statistics,
     ridge_head,
 )
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate  # noqa: E402
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 
 __version__ = "0.1.0"
 

@@ -6,10 +6,10 @@
   joint training and its tangent counterpart) configured as in the paper.
 """
 
-import avalanche_tmc  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
+import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
-from .builtin import BUILTIN_METHODS, make_builtin_strategy  # noqa: E402
-from .composition import (  # noqa: E402
+from .builtin import BUILTIN_METHODS, make_builtin_strategy
+from .composition import (
     COMBINE_MODES,
     IndependentFineTunePlugin,
     IndependentFineTuneStrategy,

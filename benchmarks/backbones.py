@@ -22,22 +22,18 @@ Run ``python -m benchmarks.backbones`` to time forward and ``torch.func.jvp`` pa
 
 from __future__ import annotations
 
-import avalanche_tmc_torchvision_fallback as _tv_fallback
+import importlib.util
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-_tv_fallback.install()  # before anything can import torchvision / timm
+import torch
+from torch import Tensor, nn
 
-import importlib.util  # noqa: E402
-import re  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union  # noqa: E402
-
-import torch  # noqa: E402
-from torch import Tensor, nn  # noqa: E402
-
-from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402
-from benchmarks.install import PIP, require  # noqa: E402
+from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD
+from benchmarks.install import PIP, require
 
 PathLike = Union[str, Path]
 

@@ -27,22 +27,18 @@ Speed targets are checked by reading this table, never by timed tests.
 
 from __future__ import annotations
 
-import avalanche_tmc_torchvision_fallback as _tv_fallback
+import argparse
+import copy
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
 
-_tv_fallback.install()  # before anything can import torchvision / timm
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Callable, Dict, List, Optional, Sequence  # noqa: E402
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
-from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head  # noqa: E402
+from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head
 
 TASK_COUNTS = (1, 5, 20, 50)
 

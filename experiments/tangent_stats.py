@@ -17,7 +17,6 @@ It prints final accuracies; the conclusions are in README.md.
 import argparse
 from typing import Dict, List, Optional
 
-import avalanche_tmc  # noqa: F401
 import torch
 from torch.utils.data import DataLoader
 

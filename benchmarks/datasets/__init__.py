@@ -31,19 +31,15 @@ Modules: :mod:`.base` (normalisation, dataset classes, splits), :mod:`.cache`,
 Every public name is importable from ``benchmarks.datasets``.
 """
 
-import avalanche_tmc_torchvision_fallback as _tv_fallback
+from benchmarks.install import PIP, MissingPackageError
 
-_tv_fallback.install()  # before anything can import torchvision (see that module)
-
-from benchmarks.install import PIP, MissingPackageError  # noqa: E402
-
-from . import base, cache, emoji, folders, mnist_like, registry  # noqa: E402
-from .base import *  # noqa: E402,F401,F403
-from .cache import *  # noqa: E402,F401,F403
-from .emoji import *  # noqa: E402,F401,F403
-from .folders import *  # noqa: E402,F401,F403
-from .mnist_like import *  # noqa: E402,F401,F403
-from .registry import *  # noqa: E402,F401,F403
+from . import base, cache, emoji, folders, mnist_like, registry
+from .base import *  # noqa: F401,F403
+from .cache import *  # noqa: F401,F403
+from .emoji import *  # noqa: F401,F403
+from .folders import *  # noqa: F401,F403
+from .mnist_like import *  # noqa: F401,F403
+from .registry import *  # noqa: F401,F403
 
 __all__ = ["PIP", "MissingPackageError", *base.__all__, *cache.__all__, *mnist_like.__all__, *emoji.__all__,
            *folders.__all__, *registry.__all__]
