@@ -1,21 +1,19 @@
-"""A process of the checkpoint/resume test: ``python tests/checkpoint_job.py MODE CKPT OUT``.
+"""A process of the checkpoint/resume test, run from the checkout's root:
+``python -m tests.avalanche_tmc.checkpoint_job MODE CKPT OUT``.
 
 MODE ``first``: train experiences 0 and 1, checkpoint, exit. ``resume``: load the
 checkpoint into a freshly built strategy, train the rest. ``full``: all experiences in
 one process. ``resume`` and ``full`` save the composed δ and component keys to OUT."""
 
-import os
 import sys
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
+
+from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint
+from tests.helpers import small_benchmark, tmc
+
 warnings.filterwarnings("ignore")
-
-import torch  # noqa: E402
-
-from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint  # noqa: E402
-from test_reliability import small_benchmark, tmc  # noqa: E402
 
 mode, ckpt, out = sys.argv[1:4]
 bm = small_benchmark(n_experiences=4)

@@ -10,16 +10,15 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
-from conftest import TinyResNet
-from examples.digits_demo import load_digits_splits, make_benchmark
+from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 
 @pytest.fixture(scope="module")
 def setup():
-    _, train, test = load_digits_splits(seed=0, pretrain_per_class=0)
+    _, train, test = digits_splits(seed=0, pretrain_per_class=0)
     torch.manual_seed(0)
     net = TinyResNet(width=8, num_classes=10)
-    return make_benchmark(train, test, n_experiences=3), penultimate(net)
+    return digits_benchmark(train, test, n_experiences=3), penultimate(net)
 
 
 def strategy_for(features, **kwargs):

@@ -13,7 +13,7 @@ from avalanche_tmc import (
     subtract_deltas,
     weighted_sum,
 )
-from conftest import TinyResNet, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, random_delta, randomize_batchnorm
 
 
 @pytest.fixture

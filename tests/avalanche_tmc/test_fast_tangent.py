@@ -14,7 +14,7 @@ from torch import nn
 
 from avalanche_tmc import TangentModel
 from avalanche_tmc.fast_tangent import TracingError
-from conftest import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
 
 
 def both(net: nn.Module, **kwargs):

@@ -24,38 +24,9 @@ from avalanche_tmc import (
     head_statistics,
 )
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
-from conftest import TinyResNet, random_delta
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, random_delta, small_benchmark, tensor_dataset, tmc
 
 warnings.filterwarnings("ignore", message="No loggers specified")
-
-NUM_CLASSES = 4
-
-
-def tensor_dataset(n: int = 24, seed: int = 0, num_classes: int = NUM_CLASSES, nan_at=None) -> TensorDataset:
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 1, 8, 8, generator=gen)
-    y = torch.arange(n) % num_classes
-    if nan_at is not None:
-        x[nan_at] = float("nan")
-    dataset = TensorDataset(x, y)
-    dataset.targets = y.tolist()
-    return dataset
-
-
-def small_benchmark(n_experiences: int = 2, task_labels: bool = False, train=None):
-    return nc_benchmark(train or tensor_dataset(), tensor_dataset(16, seed=1), n_experiences=n_experiences,
-                        task_labels=task_labels, seed=0)
-
-
-def quiet_evaluator():
-    return EvaluationPlugin(accuracy_metrics(experience=True, stream=True), loggers=[])
-
-
-def tmc(lr: float = 1e-2, **kwargs) -> TMCStrategy:
-    torch.manual_seed(0)
-    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
-    return TMCStrategy(model=model, lr=lr, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
-
 
 def analytic(**kwargs) -> AnalyticHeadStrategy:
     torch.manual_seed(0)
@@ -550,10 +521,11 @@ def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path):
     import subprocess
     import sys
 
-    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_job.py")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ckpt, resumed, full = (str(tmp_path / n) for n in ("ckpt.pkl", "resumed.pt", "full.pt"))
     for mode, out in (("first", ""), ("resume", resumed), ("full", full)):
-        done = subprocess.run([sys.executable, job, mode, ckpt, out], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "tests.avalanche_tmc.checkpoint_job", mode, ckpt, out],
+                              capture_output=True, text=True, cwd=root)
         assert done.returncode == 0, done.stderr[-2000:]
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []  # the atomic write left no temp file
     a, b = torch.load(resumed), torch.load(full)

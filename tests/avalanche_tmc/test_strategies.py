@@ -21,15 +21,14 @@ from avalanche_tmc import (
     TMEStrategy,
     compose,
 )
-from conftest import TinyResNet
-from examples.digits_demo import load_digits_splits, make_benchmark
+from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 EPOCHS = 2
 
 
 @pytest.fixture(scope="module")
 def digits():
-    pre, train, test = load_digits_splits(seed=0, pretrain_per_class=0)
+    pre, train, test = digits_splits(seed=0, pretrain_per_class=0)
     # a small slice keeps the tests fast: 15 train / 8 test images per class
     def take(split, per_class):
         x, y = split
@@ -71,7 +70,7 @@ def by_hand_accuracy(model, experience, logits_fn):
 
 
 def test_components_equal_independent_training_and_compose_to_the_mean(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=3)
+    bm = digits_benchmark(*digits, n_experiences=3)
     strategy = make_strategy(TMCStrategy, backbone)
     train_all(strategy, bm.train_stream)
     for exp in bm.train_stream:
@@ -84,7 +83,7 @@ def test_components_equal_independent_training_and_compose_to_the_mean(digits, b
 
 
 def test_forget_equals_the_run_that_never_saw_the_task(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=3)
+    bm = digits_benchmark(*digits, n_experiences=3)
     full = make_strategy(TMCStrategy, backbone)
     train_all(full, bm.train_stream)
     full.forget(1)
@@ -100,7 +99,7 @@ def test_forget_equals_the_run_that_never_saw_the_task(digits, backbone):
 def test_sample_weighting_composes_by_experience_size(digits, backbone):
     x, y = digits[0]
     keep = (y != 0) | (torch.arange(len(y)).numpy() % 3 == 0)  # class 0 under-represented
-    bm = make_benchmark((x[keep], y[keep]), digits[1], n_experiences=2)
+    bm = digits_benchmark((x[keep], y[keep]), digits[1], n_experiences=2)
     strategy = make_strategy(TMCStrategy, backbone, weighting="samples")
     train_all(strategy, bm.train_stream)
     sizes = [len(e.dataset) for e in bm.train_stream]
@@ -111,7 +110,7 @@ def test_sample_weighting_composes_by_experience_size(digits, backbone):
 
 @pytest.mark.parametrize("task_labels", [False, True])
 def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone, task_labels):
-    bm = make_benchmark(*digits, n_experiences=3, task_labels=task_labels)
+    bm = digits_benchmark(*digits, n_experiences=3, task_labels=task_labels)
     strategy = make_strategy(TMEStrategy, backbone)
     train_all(strategy, bm.train_stream)
     metrics = strategy.eval(bm.test_stream)
@@ -130,7 +129,7 @@ def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone
 
 
 def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=2)
+    bm = digits_benchmark(*digits, n_experiences=2)
     tme = make_strategy(TMEStrategy, backbone)
     train_all(tme, bm.train_stream)
     tmc = make_strategy(TMCStrategy, backbone)
@@ -143,7 +142,7 @@ def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone):
 
 
 def test_task_incremental_evaluation_masks_to_the_task_classes(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=5, task_labels=True)
+    bm = digits_benchmark(*digits, n_experiences=5, task_labels=True)
     strategy = make_strategy(TMCStrategy, backbone)
     train_all(strategy, bm.train_stream)
     metrics = strategy.eval(bm.test_stream)
@@ -180,7 +179,7 @@ class _DeltaAtStart(SupervisedPlugin):
 
 
 def test_tmc_seq_starts_from_the_previous_composition_and_refuses_forget(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=3)
+    bm = digits_benchmark(*digits, n_experiences=3)
     recorder = _DeltaAtStart()
     strategy = make_strategy(TMCSeqStrategy, backbone, plugins=[recorder])
     composed_before = []
@@ -196,7 +195,7 @@ def test_tmc_seq_starts_from_the_previous_composition_and_refuses_forget(digits,
 
 
 def test_tmc_starts_every_component_at_zero(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=3)
+    bm = digits_benchmark(*digits, n_experiences=3)
     recorder = _DeltaAtStart()
     strategy = make_strategy(TMCStrategy, backbone, plugins=[recorder])
     train_all(strategy, bm.train_stream)
@@ -206,7 +205,7 @@ def test_tmc_starts_every_component_at_zero(digits, backbone):
 
 
 def test_periodic_evaluation_does_not_disturb_training(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=2)
+    bm = digits_benchmark(*digits, n_experiences=2)
     plain = make_strategy(TMCStrategy, backbone)
     train_all(plain, bm.train_stream)
     periodic = make_strategy(TMCStrategy, backbone, eval_every=1)
@@ -216,7 +215,7 @@ def test_periodic_evaluation_does_not_disturb_training(digits, backbone):
 
 
 def test_o1_memory_mode_and_errors(digits, backbone):
-    bm = make_benchmark(*digits, n_experiences=2)
+    bm = digits_benchmark(*digits, n_experiences=2)
     strategy = make_strategy(TMCStrategy, backbone, keep_components=False)
     train_all(strategy, bm.train_stream)
     with pytest.raises(RuntimeError, match="not stored"):

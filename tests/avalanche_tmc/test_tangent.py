@@ -8,7 +8,7 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from avalanche_tmc import TangentModel
-from conftest import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
 
 
 def jacobian_times_delta(tm: TangentModel, x: torch.Tensor, delta) -> torch.Tensor:

@@ -29,8 +29,7 @@ from baselines import (
     IndependentFineTuneStrategy,
     make_builtin_strategy,
 )
-from conftest import TinyResNet
-from examples.digits_demo import load_digits_splits, make_benchmark
+from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 LR, EPOCHS, MB = 0.05, 2, 16
 
@@ -43,7 +42,7 @@ def _take(split, per_class):
 
 @pytest.fixture(scope="module")
 def digits():
-    pre, train, test = load_digits_splits(seed=0, pretrain_per_class=20)
+    pre, train, test = digits_splits(seed=0, pretrain_per_class=20)
     return pre, _take(train, 10), _take(test, 5)
 
 
@@ -117,7 +116,7 @@ def exp_key(metric, exp):
 
 
 def test_fine_tuned_models_equal_independent_training(digits, backbone):
-    bm = make_benchmark(*digits[1:], n_experiences=3)
+    bm = digits_benchmark(*digits[1:], n_experiences=3)
     strategy = fine_tune_strategy(backbone)
     train_all(strategy, bm.train_stream)
     assert list(strategy.fine_tuned) == [0, 1, 2]
@@ -164,7 +163,7 @@ class _Recorder(SupervisedPlugin):
 
 
 def test_periodic_evaluation_combines_the_model_in_training_and_does_not_disturb_it(digits, backbone):
-    bm = make_benchmark(*digits[1:], n_experiences=2)
+    bm = digits_benchmark(*digits[1:], n_experiences=2)
     plain = fine_tune_strategy(backbone)
     train_all(plain, bm.train_stream)
     recorder = _Recorder()
@@ -190,7 +189,7 @@ def test_periodic_evaluation_combines_the_model_in_training_and_does_not_disturb
 
 @pytest.mark.parametrize("task_labels", [False, True])
 def test_soup_and_ensembles_match_by_hand(digits, backbone, task_labels):
-    bm = make_benchmark(*digits[1:], n_experiences=3, task_labels=task_labels)
+    bm = digits_benchmark(*digits[1:], n_experiences=3, task_labels=task_labels)
     strategy = fine_tune_strategy(backbone, evaluator=evaluator(with_loss=True))
     train_all(strategy, bm.train_stream)
     states = [copy.deepcopy(s) for s in strategy.fine_tuned.values()]
@@ -229,7 +228,7 @@ def test_soup_and_ensembles_match_by_hand(digits, backbone, task_labels):
 
 
 def test_task_incremental_masking_acts_after_combining(digits, backbone):
-    bm = make_benchmark(*digits[1:], n_experiences=5, task_labels=True)
+    bm = digits_benchmark(*digits[1:], n_experiences=5, task_labels=True)
     strategy = fine_tune_strategy(backbone, combine="ens-sm")
     train_all(strategy, bm.train_stream)
     assert strategy.fine_tune_plugin.uses_task_mask()
@@ -254,7 +253,7 @@ def test_combine_validation_and_retraining_guard(digits, backbone):
     strategy = fine_tune_strategy(backbone)
     with pytest.raises(ValueError, match="combine"):
         strategy.combine = "tme"
-    bm = make_benchmark(*digits[1:], n_experiences=5)
+    bm = digits_benchmark(*digits[1:], n_experiences=5)
     strategy.train(bm.train_stream[0])
     with pytest.raises(KeyError, match="already fine-tuned"):
         strategy.train(bm.train_stream[0])
@@ -266,7 +265,7 @@ def test_combine_validation_and_retraining_guard(digits, backbone):
 @pytest.mark.parametrize("task_labels", [False, True])
 @pytest.mark.parametrize("name", BUILTIN_METHODS)
 def test_builtin_methods_run_end_to_end(digits, backbone, name, task_labels):
-    bm = make_benchmark(*digits[1:], n_experiences=2, task_labels=task_labels)
+    bm = digits_benchmark(*digits[1:], n_experiences=2, task_labels=task_labels)
     torch.manual_seed(0)
     strategy = make_builtin_strategy(name, model=copy.deepcopy(backbone), lr=1e-2, train_mb_size=MB,
                                      train_epochs=1, eval_mb_size=64, evaluator=evaluator())

@@ -159,7 +159,8 @@ def test_digits_experiences_are_the_deprecated_generators_ones(digits, scenario,
     assert_same_benchmark(old, new)
     if seed == 0:  # the runner with a frozen trunk: cached features
         train, test = features_like(train), features_like(test)
-        assert_same_benchmark(deprecated_scenario(scenario, train, test, 3, seed), make_scenario(scenario, train, test, 3, seed))
+        assert_same_benchmark(deprecated_scenario(scenario, train, test, 3, seed),
+                              make_scenario(scenario, train, test, 3, seed))
 
 
 @pytest.mark.parametrize("scenario", ["class", "task"])

@@ -10,7 +10,7 @@ from benchmarks.speed import (
     time_network,
     training_memory,
 )
-from conftest import TinyResNet
+from tests.helpers import TinyResNet
 
 
 def test_time_network_and_tables_on_a_tiny_network():

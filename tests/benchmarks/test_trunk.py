@@ -6,7 +6,7 @@ import torchvision
 from torch.utils.data import TensorDataset
 
 from benchmarks.trunk import cache_features, split_backbone
-from conftest import TinyTransformer
+from tests.helpers import TinyTransformer
 
 
 @pytest.mark.parametrize("start_at", ["layer3", "layer4", "fc", "avgpool"])

@@ -1,0 +1,155 @@
+"""What the tests share: tiny networks, random δ, scikit-learn's digits as a benchmark, and
+the small benchmark and TMC strategy of the reliability tests (also run by
+``tests/avalanche_tmc/checkpoint_job.py`` in its own process)."""
+
+from typing import Tuple
+
+import numpy as np
+import torch
+from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training.plugins import EvaluationPlugin
+from sklearn.datasets import load_digits
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from avalanche_tmc import TangentModel, TMCStrategy
+from benchmarks.scenarios import class_incremental
+
+# ---------------------------------------------------------------------------- tiny networks
+
+
+class TinyResNet(nn.Module):
+    """Conv + BatchNorm stem, one residual block, max and average pooling, linear head."""
+
+    def __init__(self, in_channels: int = 1, width: int = 4, num_classes: int = 3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU())
+        self.block = nn.Sequential(
+            nn.Conv2d(width, width, 3, padding=1, bias=False),
+            nn.BatchNorm2d(width),
+            nn.Tanh(),
+            nn.Conv2d(width, width, 3, padding=1, bias=False),
+            nn.BatchNorm2d(width),
+        )
+        self.fc = nn.Linear(width, num_classes)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = torch.relu(h + self.block(h))
+        h = torch.max_pool2d(h, 2)
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+class TinyTransformer(nn.Module):
+    """Patch embedding, one pre-norm transformer block (self-attention + GELU MLP), head."""
+
+    def __init__(self, dim: int = 8, heads: int = 2, num_classes: int = 3):
+        super().__init__()
+        self.heads = heads
+        self.patch = nn.Conv2d(1, dim, 4, stride=4)
+        self.pos = nn.Parameter(torch.randn(1, 4, dim) * 0.1)
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        tokens = self.patch(x).flatten(2).transpose(1, 2) + self.pos  # (B, 4, dim)
+        b, n, d = tokens.shape
+        q, k, v = self.qkv(self.norm1(tokens)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1)
+        tokens = tokens + self.proj((attn @ v).transpose(1, 2).reshape(b, n, d))
+        tokens = tokens + self.mlp(self.norm2(tokens))
+        return self.head(self.norm(tokens).mean(dim=1))
+
+
+def randomize_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Give BatchNorm layers non-trivial running statistics and affine parameters."""
+    gen = torch.Generator().manual_seed(seed)
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.copy_(torch.randn(module.num_features, generator=gen) * 0.5)
+            module.running_var.copy_(torch.rand(module.num_features, generator=gen) + 0.5)
+            module.weight.data.copy_(torch.randn(module.num_features, generator=gen) * 0.3 + 1)
+            module.bias.data.copy_(torch.randn(module.num_features, generator=gen) * 0.3)
+    return model
+
+
+def random_delta(tangent_model, scale: float = 0.1, seed: int = 0):
+    """A random δ with the model's names and shapes."""
+    gen = torch.Generator().manual_seed(seed)
+    return {
+        n: torch.randn(s, generator=gen, dtype=torch.float64).to(p.dtype) * scale
+        for (n, s), p in zip(tangent_model.delta_shapes().items(), tangent_model.delta_params)
+    }
+
+
+# ---------------------------------------------------------------------------- digits
+
+Split = Tuple[np.ndarray, np.ndarray]
+
+
+def digits_splits(seed: int = 0, pretrain_per_class: int = 40, test_fraction: float = 0.3) -> Tuple[Split, ...]:
+    """scikit-learn's digits as ``(pretrain, train, test)`` pairs ``(images, labels)``,
+    images ``(N, 1, 8, 8)`` in [-0.5, 0.5]: each class's images in a seeded order, the
+    first ``pretrain_per_class`` for pre-training, ``test_fraction`` of the others for test."""
+    data = load_digits()
+    x = (data.images.astype(np.float32) / 16.0 - 0.5)[:, None]
+    y = data.target.astype(np.int64)
+    rng = np.random.default_rng(seed)
+    by_class = [rng.permutation(np.flatnonzero(y == c)) for c in range(10)]
+    cuts = [(pretrain_per_class, pretrain_per_class + int(round(test_fraction * (len(i) - pretrain_per_class))))
+            for i in by_class]
+    parts = [np.concatenate([np.split(i, cut)[k] for i, cut in zip(by_class, cuts)]) for k in (0, 2, 1)]
+    return tuple((x[p], y[p]) for p in parts)
+
+
+def _labelled(split: Split) -> TensorDataset:
+    dataset = TensorDataset(torch.as_tensor(split[0]), torch.as_tensor(split[1]))
+    dataset.targets = split[1].tolist()
+    return dataset
+
+
+def digits_benchmark(train: Split, test: Split, n_experiences: int = 5, task_labels: bool = False, seed: int = 0):
+    """The runner's class-incremental (``task_labels``: task-incremental) benchmark of
+    ``train`` / ``test`` (:func:`benchmarks.scenarios.class_incremental`)."""
+    return class_incremental(_labelled(train), _labelled(test), n_experiences, seed=seed, task_labels=task_labels)
+
+
+# ---------------------------------------------------------------------------- reliability tests
+
+NUM_CLASSES = 4
+
+
+def tensor_dataset(n: int = 24, seed: int = 0, num_classes: int = NUM_CLASSES, nan_at=None) -> TensorDataset:
+    """``n`` random 8x8 images, labels cycling through the classes (image ``nan_at`` all NaN)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, 8, 8, generator=gen)
+    y = torch.arange(n) % num_classes
+    if nan_at is not None:
+        x[nan_at] = float("nan")
+    dataset = TensorDataset(x, y)
+    dataset.targets = y.tolist()
+    return dataset
+
+
+def small_benchmark(n_experiences: int = 2, task_labels: bool = False, train=None):
+    """A class-incremental benchmark of :func:`tensor_dataset` (the deprecated generator, seeded)."""
+    return nc_benchmark(train or tensor_dataset(), tensor_dataset(16, seed=1), n_experiences=n_experiences,
+                        task_labels=task_labels, seed=0)
+
+
+def quiet_evaluator():
+    """Accuracy per experience and stream, no logger."""
+    return EvaluationPlugin(accuracy_metrics(experience=True, stream=True), loggers=[])
+
+
+def tmc(lr: float = 1e-2, **kwargs) -> TMCStrategy:
+    """A seeded TMC strategy on a tiny ResNet, one epoch per experience."""
+    torch.manual_seed(0)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+    return TMCStrategy(model=model, lr=lr, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
