@@ -1,5 +1,5 @@
-"""``python -m benchmarks.datasets [NAME ...] [--image-size N]``: size, classes and load
-time of each dataset (default: the offline ones)."""
+"""``python -m benchmarks.datasets [NAME ...] [--image-size N]``: what each dataset is and
+needs, its size, classes and load time (default: the offline ones)."""
 
 import argparse
 

@@ -99,10 +99,6 @@ class ImageTensorDataset(Dataset):
     def __getitem__(self, index: int) -> Tuple[Tensor, int]:
         return self._to_float(self.images[index]), int(self.targets[index])
 
-    def float_images(self) -> Tensor:
-        """All images at once, normalised: float ``(N, 3, H, W)``."""
-        return self._to_float(self.images)
-
     def subset(self, indices: Union[Sequence[int], np.ndarray, Tensor]) -> "ImageTensorDataset":
         """A new dataset with the samples at ``indices`` (sharing nothing mutable)."""
         idx = torch.as_tensor(np.asarray(indices, dtype=np.int64))

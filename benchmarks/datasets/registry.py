@@ -23,7 +23,9 @@ __all__ = ["DatasetEntry", "DATASETS", "load_dataset", "summarise"]
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """A registered dataset: ``entry(**kw)`` calls its loader."""
+    """A registered dataset: ``entry(**kw)`` calls its loader; ``description`` and
+    ``requires`` (what to install, or where the data come from) are what
+    ``python -m benchmarks.datasets`` prints about it."""
 
     loader: Callable[..., Tuple[Dataset, Dataset]]
     description: str
@@ -74,16 +76,17 @@ def load_dataset(
 
 
 def summarise(names: Sequence[str], image_size: int) -> None:
-    """Print size, class count and load time of each dataset (``python -m benchmarks.datasets``)."""
+    """Print what each dataset is and needs, then its size, class count and load time, or
+    why it is unavailable (``python -m benchmarks.datasets``)."""
     for name in names:
         start = time.perf_counter()
         try:
             train, test = load_dataset(name, image_size=image_size)
         except (DatasetNotFoundError, MissingPackageError) as err:
-            print(f"{name}: unavailable ({str(err).splitlines()[0]})")
-            continue
-        elapsed = time.perf_counter() - start
-        n_classes = len(getattr(train, "classes", []))
-        x, y = train[0]
-        print(f"{name}: train {len(train)}, test {len(test)}, classes {n_classes}, item {tuple(x.shape)}, "
-              f"{elapsed:.2f} s")
+            result = f"unavailable ({str(err).splitlines()[0]})"
+        else:
+            x, _ = train[0]
+            result = (f"train {len(train)}, test {len(test)}, classes {len(getattr(train, 'classes', []))}, "
+                      f"item {tuple(x.shape)}, {time.perf_counter() - start:.2f} s")
+        entry = DATASETS[name]
+        print(f"{name}: {entry.description}; needs {entry.requires}\n    {result}")

@@ -145,6 +145,23 @@ def test_unknown_option_lists_valid_options():
         D.load_dataset("digits", colour=True)
 
 
+def test_listing_says_what_each_dataset_is_and_needs(monkeypatch, capsys):
+    def missing(data_root=None, image_size=32):
+        raise D.DatasetNotFoundError("fake not found: get it from there\nand lay it out so")
+
+    def tiny(data_root=None, image_size=32):
+        data = D.ImageTensorDataset(torch.zeros(2, 1, image_size, image_size, dtype=torch.uint8), [0, 1], ["a", "b"])
+        return data, data
+
+    monkeypatch.setitem(D.DATASETS, "fake_missing", D.DatasetEntry(missing, "a missing one", "pip install x"))
+    monkeypatch.setitem(D.DATASETS, "fake_tiny", D.DatasetEntry(tiny, "two images", "nothing"))
+    D.summarise(["fake_missing", "fake_tiny"], image_size=4)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["fake_missing: a missing one; needs pip install x",
+                         "    unavailable (fake not found: get it from there)", "fake_tiny: two images; needs nothing"]
+    assert lines[3].startswith("    train 2, test 2, classes 2, item (3, 4, 4), ")
+
+
 def test_the_four_tensor_loaders_come_from_one_factory():
     common = ["data_root", "image_size", "normalization", "per_class_train", "per_class_test", "seed", "cache"]
     assert D.DATASETS["fashion_mnist"].options() == common
