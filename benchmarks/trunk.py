@@ -17,6 +17,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+__all__ = ["ChainSegment", "split_backbone", "cache_features"]
+
 
 def _starts_with_linear(module: nn.Module) -> bool:
     while isinstance(module, nn.Sequential) and len(module):
@@ -24,8 +26,9 @@ def _starts_with_linear(module: nn.Module) -> bool:
     return isinstance(module, nn.Linear)
 
 
-class ChainTop(nn.Module):
-    """The part of a chain network from the split point on (flattens before a Linear)."""
+class ChainSegment(nn.Module):
+    """Consecutive stages of a chain network, applied in order (flattening before a
+    Linear): the frozen trunk and the trained top are both one."""
 
     def __init__(self, stages: List[Tuple[str, nn.Module]]):
         super().__init__()
@@ -63,13 +66,13 @@ def _stages(model: nn.Module, start_at: str) -> Tuple[List[Tuple[str, nn.Module]
     return stages, split
 
 
-def split_backbone(model: nn.Module, start_at: str, example: Tensor) -> Tuple[nn.Module, ChainTop]:
+def split_backbone(model: nn.Module, start_at: str, example: Tensor) -> Tuple[ChainSegment, ChainSegment]:
     """Split ``model`` into a frozen ``trunk`` (eval mode) and the ``top`` from ``start_at``
     on, checked on ``example`` to reproduce the model's output."""
     model = model.eval()
     stages, split = _stages(model, start_at)
-    trunk = ChainTop(stages[:split]).eval().requires_grad_(False)
-    top = ChainTop(stages[split:])
+    trunk = ChainSegment(stages[:split]).eval().requires_grad_(False)
+    top = ChainSegment(stages[split:])
     with torch.no_grad():
         expected = model(example)
         try:
