@@ -31,6 +31,8 @@ from .statistics import HeadStats, RandomReLUFeatures, StatisticsComposition, ad
 from .statistics import head_statistics, ridge_head
 from .tangent import find_head
 
+__all__ = ["HEADS", "penultimate", "AnalyticClassifier", "AnalyticHeadStrategy"]
+
 HEADS = ("ridge", "ncm")
 
 

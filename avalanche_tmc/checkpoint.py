@@ -32,6 +32,8 @@ import tempfile
 
 import torch.optim
 
+__all__ = ["enable_dill_checkpoints", "save_checkpoint", "maybe_load_checkpoint"]
+
 
 def enable_dill_checkpoints() -> None:
     """Make ``torch.optim``'s loaded submodules attributes again so that ``dill`` pickles

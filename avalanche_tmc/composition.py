@@ -33,6 +33,11 @@ from torch import Tensor
 
 from .tangent import Delta
 
+__all__ = [
+    "check_compatible", "non_finite_names", "check_finite", "add_deltas", "subtract_deltas", "scale_delta",
+    "zeros_like_delta", "weighted_sum", "compose", "DeltaComposition",
+]
+
 
 def check_compatible(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> None:
     """Raise ``ValueError`` unless ``a`` and ``b`` have the same names and shapes."""

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+__all__ = ["class_mask", "mask_logits", "logit_ensemble", "log_softmax_ensemble", "nll_of_log_probs"]
+
 
 def class_mask(task_labels: Tensor, task_classes: dict, num_classes: int) -> Tensor:
     """Boolean ``(batch, num_classes)`` mask: True where a class belongs to the sample's task.

@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+__all__ = ["RescaledSquareLoss"]
+
 
 class RescaledSquareLoss(nn.Module):
     """``(1/K)(α([f(x)]_y − β)² + Σ_{i≠y} [f(x)]_i²)``, averaged over the batch.

@@ -26,6 +26,11 @@ from .safety import check_forget_without_replay, check_new_experience_ids, repla
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
 from .tangent import Delta, TangentModel
 
+__all__ = [
+    "MODES", "WEIGHTINGS", "experience_task_classes", "batch_task_labels", "DivergenceError", "TaskMaskPlugin",
+    "CompositionPlugin", "TangentPlugin",
+]
+
 if TYPE_CHECKING:
     from avalanche.training.templates import SupervisedTemplate
 

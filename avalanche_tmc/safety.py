@@ -10,6 +10,8 @@ before any training. What is not undone: metrics already sent to the loggers.
 from collections.abc import Iterable
 from typing import Any, Dict, Hashable, List
 
+__all__ = ["check_new_experience_ids", "FailSafeTraining", "replay_plugin_names", "check_forget_without_replay"]
+
 
 def _as_list(experiences) -> List[Any]:
     if isinstance(experiences, Iterable):

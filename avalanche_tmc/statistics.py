@@ -34,6 +34,11 @@ from typing import Dict, Hashable, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+__all__ = [
+    "HeadStats", "STAT_KEYS", "DEFAULT_RIDGE_GRID", "head_statistics", "add_statistics", "check_finite_statistics",
+    "gcv_ridge_lambda", "ridge_head", "class_means", "StatisticsComposition", "RandomReLUFeatures",
+]
+
 HeadStats = Dict[str, Tensor]
 """``{"gram", "cross", "target_gram", "count", "class_sum", "class_count"}``: plain tensors."""
 

@@ -18,6 +18,8 @@ from .plugin import TangentPlugin
 from .safety import FailSafeTraining
 from .tangent import Delta, TangentModel
 
+__all__ = ["TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
+
 
 class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
     """Shared constructor of the tangent strategies; subclasses fix ``mode``.

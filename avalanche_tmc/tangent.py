@@ -21,6 +21,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .fast_tangent import TangentPlan, TracingError, build_plan
 
+__all__ = ["Delta", "LinearizeSpec", "IMPLEMENTATIONS", "find_head", "replace_head", "TangentModel"]
+
 Delta = Dict[str, Tensor]
 """A tangent component: linearized parameter name -> perturbation of that parameter."""
 

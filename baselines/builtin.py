@@ -35,6 +35,8 @@ from avalanche_tmc.losses import RescaledSquareLoss
 from avalanche_tmc.plugin import TaskMaskPlugin
 from avalanche_tmc.tangent import TangentModel
 
+__all__ = ["BUILTIN_METHODS", "DEFAULTS", "make_builtin_strategy"]
+
 BUILTIN_METHODS = ("naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
 
 # Method-specific hyper-parameters (override through make_builtin_strategy's **kwargs).

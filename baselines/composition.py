@@ -36,6 +36,10 @@ from torch.optim import Optimizer
 from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
 from avalanche_tmc.plugin import CompositionPlugin
 
+__all__ = [
+    "COMBINE_MODES", "StateDict", "average_state_dicts", "IndependentFineTunePlugin", "IndependentFineTuneStrategy",
+]
+
 COMBINE_MODES = ("soup", "ens-l", "ens-sm")
 
 StateDict = Dict[str, Tensor]

