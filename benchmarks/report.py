@@ -220,14 +220,15 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
     lines = []
     for run in runs:
         used: Dict[str, Tuple[object, object]] = {}
-        tuned = False
+        tuned = "no"
         for r in rows:
             family = method_family(str(r["method"]))
             if run_key(r) == run and r.get("lr", "") != "" and family not in (None, "training-free"):
                 used.setdefault(family, (r["lr"], r["epochs"]))
-                tuned = tuned or r.get("tuned") == "yes"
+                tuned = str(r.get("tuned") or "no")
         if used:
-            how = "chosen on a validation split of the training data, see tuning.csv" if tuned else "set by the run"
+            how = ("chosen on a validation split of the training data, see tuning.csv" if tuned == "yes" else
+                   "set by the run" if tuned == "no" else f"chosen on a validation split of the training data by {tuned}")
             lines.append(f"- Learning rate / epochs per experience, {run_label(run)}: "
                          + ", ".join(f"{f} {lr:g} / {ep}" for f, (lr, ep) in used.items()) + f" ({how})")
     return lines

@@ -46,6 +46,8 @@ from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, tune, validatio
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune")
+# optional run keys: "tangent_epochs" (the tangent family's epochs, default "epochs") and
+# "tuned_by" (where fixed learning rates and epochs were chosen, written with the results)
 
 
 def _positive_int(text: str) -> int:
@@ -371,7 +373,7 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
     cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], batch_size=run["batch_size"],
                       lr_tangent=run["lr_tangent"], lr=run["lr"], beta=run["beta"], milestones=run["milestones"],
-                      device=args.device, seed=args.seed,
+                      device=args.device, seed=args.seed, tangent_epochs=run.get("tangent_epochs"),
                       bn_batches=_first_experience_batches(bm, run["batch_size"]) if args.bn_data != "none" else None)
     head_size = find_head_size(top, num_classes)
     trained = sum(p.numel() for p in top.parameters()) - head_size[0] + head_size[1]
@@ -393,7 +395,7 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
                                   progress_key=progress_key, bn_data=args.bn_data, restart=args.restart)
     base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"],
                     regime=regime_label(run["freeze_until"]), trained_params=trained,
-                    tuned="yes" if trials else "no")
+                    tuned="yes" if trials else run.get("tuned_by", "no"))
     run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}-{run['freeze_until']}")
     results = []
     for group, rows in groups:
