@@ -10,7 +10,7 @@ EMOJI_SETS := @iconify-json/twemoji @iconify-json/openmoji @iconify-json/noto \
 # Two cores and another busy process make OpenMP's spin-waiting threads 10-100x slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: demo test test-all digits install data docs clean
+.PHONY: demo test test-all lint digits install data docs clean
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,10 +45,16 @@ demo: install
 digits: $(STAMP)
 	$(PY) -m examples.digits_demo
 
+# The linter (ruff, configured in pyproject.toml) first, then the tests.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
 test: install
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q -m "not slow" tests
 
 test-all: install
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests
 
 # The API reference and the README's sections as a site in site/ (not part of .ci/run).

@@ -2,6 +2,8 @@
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from .batchnorm import reestimate_batchnorm
 from .composition import (
     DeltaComposition,
     add_deltas,
@@ -13,12 +15,9 @@ from .composition import (
     zeros_like_delta,
 )
 from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
+from .fast_tangent import TracingError
 from .losses import RescaledSquareLoss
 from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
-from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
-from .tangent import Delta, TangentModel, find_head, replace_head
-from .fast_tangent import TracingError
-from .batchnorm import reestimate_batchnorm
 from .statistics import (
     HeadStats,
     RandomReLUFeatures,
@@ -27,7 +26,8 @@ from .statistics import (
     head_statistics,
     ridge_head,
 )
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
+from .tangent import Delta, TangentModel, find_head, replace_head
 
 __version__ = "0.1.0"
 

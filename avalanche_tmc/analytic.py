@@ -27,8 +27,15 @@ from torch import Tensor, nn
 
 from .plugin import TaskMaskPlugin
 from .safety import FailSafeTraining, check_forget_without_replay, replay_plugin_names
-from .statistics import HeadStats, RandomReLUFeatures, StatisticsComposition, add_statistics, class_means
-from .statistics import head_statistics, ridge_head
+from .statistics import (
+    HeadStats,
+    RandomReLUFeatures,
+    StatisticsComposition,
+    add_statistics,
+    class_means,
+    head_statistics,
+    ridge_head,
+)
 from .tangent import find_head
 
 __all__ = ["HEADS", "penultimate", "AnalyticClassifier", "AnalyticHeadStrategy"]
@@ -168,7 +175,8 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         return dict(
             keys=list(stats._keys), sum=stats._sum, components=OrderedDict(stats._components),
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
-            pending=self._pending, replayed=dict(self._replayed), masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
+            pending=self._pending, replayed=dict(self._replayed),
+            masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
             clock=dict(vars(self.clock)),
         )
 

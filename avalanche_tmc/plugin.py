@@ -22,8 +22,8 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from .composition import DeltaComposition, non_finite_names
-from .safety import check_forget_without_replay, check_new_experience_ids, replay_plugin_names
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
+from .safety import check_forget_without_replay, check_new_experience_ids, replay_plugin_names
 from .tangent import Delta, TangentModel
 
 __all__ = [

@@ -72,7 +72,8 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
             )
         if optimizer is None:
             if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
-                raise ValueError(f"lr must be a positive finite number (the paper: 1e-4 to 1e-2 with Adam), got {lr!r}.")
+                raise ValueError(
+                    f"lr must be a positive finite number (the paper: 1e-4 to 1e-2 with Adam), got {lr!r}.")
             optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr)
         if criterion is None:
             criterion = RescaledSquareLoss(alpha=1.0, beta=beta)

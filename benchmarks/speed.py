@@ -257,7 +257,8 @@ def _cell(value: float, ref: float) -> str:
 def format_training_table(results: Sequence[Dict]) -> str:
     """Markdown: training step (ms and multiple of plain) and its memory, per network."""
     lines = [
-        "| network (input, batch) | plain step | tangent step, generic | tangent step, fast | memory plain | memory tangent |",
+        "| network (input, batch) | plain step | tangent step, generic | tangent step, fast "
+        "| memory plain | memory tangent |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -280,7 +281,8 @@ def format_inference_table(results: Sequence[Dict], task_counts: Sequence[int] =
         spec, inf = r["spec"], r["inference"]
         p_fwd = inf["plain"]
         label = f"{spec.name} (plain forward {p_fwd * 1e3:.1f} ms)"
-        lines.append(f"| {label} | TMC, generic path | {_cell(inf['tmc-generic T=1'], p_fwd)} |" + " |" * (len(task_counts) - 1))
+        generic = _cell(inf["tmc-generic T=1"], p_fwd)
+        lines.append(f"| {label} | TMC, generic path | {generic} |" + " |" * (len(task_counts) - 1))
         for method, key in (("TMC, fast path", "tmc"), ("TME", "tme"), ("Ens-SM", "ens-sm")):
             cells = [_cell(inf[f"{key} T={t}"], p_fwd) for t in task_counts]
             lines.append(f"| | {method} | " + " | ".join(cells) + " |")
@@ -334,7 +336,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds for steps and TMC inference")
     parser.add_argument("--ensemble-rounds", type=int, default=3, help="rounds for TME / Ens-SM (they take T forwards)")
     parser.add_argument("--no-channels-last", action="store_true",
-                        help="time in the default (NCHW) layout; channels-last is used for plain and tangent alike otherwise")
+                        help="time in the default (NCHW) layout; channels-last is used for plain and tangent "
+                             "alike otherwise")
     parser.add_argument("--run", action="store_true", help="also time a whole small class-incremental run")
     parser.add_argument("--run-epochs", type=int, default=1)
     parser.add_argument("--run-methods", default="tmc,naive,er,der")
@@ -350,7 +353,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     torch.set_num_threads(args.threads)
     channels_last = not args.no_channels_last
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-          f"layout {'channels-last' if channels_last else 'NCHW'}, rounds {args.rounds} (ensembles {args.ensemble_rounds})")
+          f"layout {'channels-last' if channels_last else 'NCHW'}, rounds {args.rounds} "
+          f"(ensembles {args.ensemble_rounds})")
     results = []
     for name in args.networks.split(","):
         started = time.perf_counter()

@@ -62,7 +62,8 @@ def _stages(model: nn.Module, start_at: str) -> Tuple[List[Tuple[str, nn.Module]
         else:
             stages.append((name, child))
     if split is None:
-        raise ValueError(f"start_at={start_at!r} is not a child module (or a child of a Sequential child) of the model.")
+        raise ValueError(
+            f"start_at={start_at!r} is not a child module (or a child of a Sequential child) of the model.")
     return stages, split
 
 

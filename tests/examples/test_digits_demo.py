@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
-ROW = re.compile(r"^(?P<scenario>\S+-IL)\s+(?P<method>\S+)\s+final acc (?P<acc>[0-9.]+)\s+after each exp (?P<curve>[0-9. ]+?)\s+\(")
+ROW = re.compile(r"^(?P<scenario>\S+-IL)\s+(?P<method>\S+)\s+final acc (?P<acc>[0-9.]+)"
+                 r"\s+after each exp (?P<curve>[0-9. ]+?)\s+\(")
 
 
 def run_demo(*args: str) -> Dict[Tuple[str, str], Tuple[float, list]]:
