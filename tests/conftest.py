@@ -3,9 +3,7 @@
 import pytest
 import torch
 
-# Until tests/test_batchnorm.py and tests/test_methods.py move into the mirrored tree
-# (their `from conftest import ...` needs these names here).
-from tests.helpers import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm  # noqa: F401
+from tests.helpers import TinyResNet, TinyTransformer, randomize_batchnorm
 
 
 def pytest_configure(config):

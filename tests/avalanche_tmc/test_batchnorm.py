@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from avalanche_tmc import DeltaComposition, TangentModel, reestimate_batchnorm
-from conftest import TinyResNet, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, random_delta, randomize_batchnorm
 
 
 def test_statistics_are_the_average_of_the_batch_statistics_and_nothing_else_changes():

@@ -24,7 +24,7 @@ from benchmarks.methods import (
     select_row,
 )
 from benchmarks.report import cost_class, method_info
-from conftest import TinyResNet
+from tests.helpers import TinyResNet
 
 TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "soup", "ens-l", "ens-sm", "slda", "ncm", "ranpac", "stats-ridge",
                "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
