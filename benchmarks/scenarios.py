@@ -15,7 +15,7 @@ The experiences are exactly those of the deprecated ``nc_benchmark`` / ``ni_benc
 that produced the published results: the same samples in the same order, the same
 targets and task labels (every sample carries one, so a mini-batch is ``(x, y, t)``),
 the same ``classes_in_this_experience`` (and ``previous_classes``,
-``classes_seen_so_far``, ``future_classes``) lists; ``tests/test_scenarios.py``
+``classes_seen_so_far``, ``future_classes``) lists; ``tests/benchmarks/test_scenarios.py``
 compares both, sample by sample. The index lists are computed here (:func:`class_indices`,
 :func:`random_shards`, :func:`domain_shards`) because the current generators differ,
 measured on avalanche-lib 0.6.0:
