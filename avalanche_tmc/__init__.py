@@ -2,6 +2,7 @@
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
+from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, select_adaptation
 from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from .batchnorm import reestimate_batchnorm
 from .composition import (
@@ -67,4 +68,8 @@ __all__ = [
     "AnalyticClassifier",
     "AnalyticHeadStrategy",
     "penultimate",
+    "Adaptation",
+    "AdaptThenComposeStrategy",
+    "adapt_features",
+    "select_adaptation",
 ]

@@ -1,0 +1,309 @@
+"""Adapt once, then compose by statistics: a first-session adaptation of the feature network.
+
+What it is for: lifting the ceiling of the training-free heads (:mod:`avalanche_tmc.analytic`),
+which frozen pre-trained features cap. Following APER/ADAM (Zhou et al. 2023) and
+RanPAC's first-session phase (McDonnell et al. 2023), the network is adapted **once** —
+on the first experience, or on an adaptation set the user provides — then frozen, and
+every experience (the first included) is learned training-free by summed statistics.
+
+:class:`Adaptation` says how: ``"fine-tune"`` (SGD with momentum 0.9, cross-entropy, on
+the parameters from ``train_from`` on), ``"tangent"`` (one TMC component: Adam on ``δ``
+with the Rescaled Square Loss; the features are then the tangent model's penultimate
+features ``φ_w(x) + J φ_w(x)·δ``) or ``"none"``. :func:`select_adaptation` picks one of
+several candidates on a validation split of the adaptation data only.
+"""
+
+import copy
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from .losses import RescaledSquareLoss
+from .statistics import head_statistics, ridge_head
+from .tangent import TangentModel, find_head
+
+__all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "select_adaptation",
+           "stratified_holdout", "AdaptThenComposeStrategy"]
+
+ADAPTATIONS = ("fine-tune", "tangent", "none")
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """One way to adapt the feature network before it is frozen.
+
+    :param how: ``"fine-tune"``, ``"tangent"`` or ``"none"``.
+    :param lr: SGD (momentum 0.9) learning rate for ``"fine-tune"``, Adam's for ``"tangent"``.
+    :param epochs: passes over the adaptation data.
+    :param train_from: first module (by registration order) whose parameters are adapted;
+        earlier ones stay at their pre-trained values. ``None``: all of them.
+    :param beta: the Rescaled Square Loss target for ``"tangent"`` (25 class-IL, 5 data-IL).
+    """
+
+    how: str = "fine-tune"
+    lr: float = 1e-2
+    epochs: int = 5
+    batch_size: int = 32
+    train_from: Optional[str] = None
+    beta: float = 25.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.how not in ADAPTATIONS:
+            raise ValueError(f"Adaptation.how must be one of {ADAPTATIONS}, got {self.how!r}.")
+        if not 0 < self.lr < float("inf") or self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"Adaptation needs a positive finite lr and positive epochs and batch size; got lr "
+                             f"{self.lr}, epochs {self.epochs}, batch size {self.batch_size}.")
+
+    def describe(self) -> str:
+        """A short human-readable summary (printed with the results)."""
+        if self.how == "none":
+            return "none (pre-trained features)"
+        part = "all parameters" if self.train_from is None else f"from {self.train_from}"
+        optimizer = "SGD" if self.how == "fine-tune" else "Adam, RSL"
+        return f"{self.how}, {part}, {optimizer} lr {self.lr:g}, {self.epochs} epochs"
+
+
+class TangentFeatures(nn.Module):
+    """The penultimate features of a tangent model at a fixed ``δ``: ``φ_w(x) + J φ_w(x)·δ``."""
+
+    def __init__(self, tangent: TangentModel, delta: Dict[str, Tensor]):
+        super().__init__()
+        self.tangent = tangent
+        self.delta = {n: delta[n].detach().clone() for n in tangent.linearized_names}
+
+    @torch.no_grad()
+    def forward(self, x: Tensor) -> Tensor:
+        return self.tangent.forward_with(x, self.delta)
+
+
+def _trained_names(network: nn.Module, train_from: Optional[str]) -> List[str]:
+    """Parameter names registered at or after module ``train_from`` (all when None)."""
+    names = [n for n, _ in network.named_parameters()]
+    if train_from is None:
+        return names
+    starts = [i for i, n in enumerate(names) if n == train_from or n.startswith(train_from + ".")]
+    if not starts:
+        modules = sorted({n.rsplit(".", 1)[0] for n in names})
+        raise ValueError(f"train_from={train_from!r} names no module with parameters; e.g. one of {modules[:8]}.")
+    return names[starts[0]:]
+
+
+def _batches(data: Dataset, batch_size: int, seed: int, shuffle: bool):
+    generator = torch.Generator().manual_seed(seed)
+    for batch in DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator):
+        yield batch[0], torch.as_tensor(batch[1]).long()
+
+
+def _check_finite(loss: Tensor, epoch: int) -> None:
+    if not bool(torch.isfinite(loss)):
+        raise FloatingPointError(f"The adaptation diverged at epoch {epoch + 1} (loss {float(loss)}); "
+                                 "use a smaller learning rate.")
+
+
+def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
+                   device: str = "cpu") -> nn.Module:
+    """A frozen feature network (outputs the head's input) adapted on ``data``.
+
+    :param network: a classifier whose output width is the number of classes of ``data``
+        (copied, never modified).
+    :param data: ``(x, y, ...)`` samples (an Avalanche experience's dataset works).
+    Deterministic for ``adaptation.seed``.
+    """
+    network = copy.deepcopy(network).to(device)
+    head = find_head(network)
+    if adaptation.how == "none":
+        return penultimate(network, head)
+    torch.manual_seed(adaptation.seed)
+    names = _trained_names(network, adaptation.train_from)
+    if adaptation.how == "fine-tune":
+        params = dict(network.named_parameters())
+        network.requires_grad_(False)
+        for n in names:
+            params[n].requires_grad_(True)
+        optimizer = torch.optim.SGD([params[n] for n in names], lr=adaptation.lr, momentum=0.9)
+        network.train()
+        for epoch in range(adaptation.epochs):
+            for x, y in _batches(data, adaptation.batch_size, adaptation.seed + epoch, shuffle=True):
+                loss = F.cross_entropy(network(x.to(device)), y.to(device))
+                _check_finite(loss, epoch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        return penultimate(network.eval(), head)
+    tangent = TangentModel(network, head=head, linearize=names)
+    optimizer = torch.optim.Adam(tangent.delta_parameters(), lr=adaptation.lr)
+    criterion = RescaledSquareLoss(beta=adaptation.beta)
+    tangent.train()
+    for epoch in range(adaptation.epochs):
+        for x, y in _batches(data, adaptation.batch_size, adaptation.seed + epoch, shuffle=True):
+            loss = criterion(tangent(x.to(device)), y.to(device))
+            _check_finite(loss, epoch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    body = [n for n in names if not n.startswith(head + ".")]
+    features = TangentModel(penultimate(tangent.model, head), linearize=body)
+    return TangentFeatures(features.eval(), tangent.delta).eval()
+
+
+def stratified_holdout(targets: Sequence[int], fraction: float, seed: int = 0) -> Tuple[List[int], List[int]]:
+    """Seeded ``(kept, held out)`` index lists, ``round(n * fraction)`` of each class held out."""
+    targets = torch.as_tensor(targets)
+    generator = torch.Generator().manual_seed(seed)
+    kept, held = [], []
+    for label in torch.unique(targets).tolist():
+        idx = torch.nonzero(targets == label).flatten()
+        idx = idx[torch.randperm(len(idx), generator=generator)].tolist()
+        n_held = int(round(len(idx) * fraction))
+        held += idx[:n_held]
+        kept += idx[n_held:]
+    return sorted(kept), sorted(held)
+
+
+def _targets(data: Dataset) -> Tensor:
+    targets = getattr(data, "targets", None)
+    if targets is None:
+        targets = [int(data[i][1]) for i in range(len(data))]
+    return torch.as_tensor(list(targets) if not isinstance(targets, Tensor) else targets)
+
+
+@torch.no_grad()
+def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, num_classes: int,
+                               batch_size: int = 256) -> float:
+    """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ)."""
+    def embed(data):
+        phis, ys = [], []
+        for x, y in _batches(data, batch_size, 0, shuffle=False):
+            phi = features(x).flatten(1)
+            phis.append(torch.cat([phi, torch.ones_like(phi[:, :1])], 1))
+            ys.append(y)
+        return torch.cat(phis), torch.cat(ys)
+
+    phi, y = embed(fit)
+    weight, _ = ridge_head(head_statistics(phi, y, num_classes))
+    phi_val, y_val = embed(val)
+    return float(((phi_val.double() @ weight.double()).argmax(1) == y_val).float().mean())
+
+
+def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Adaptation], *,
+                      val_fraction: float = 0.2, seed: int = 0,
+                      device: str = "cpu") -> Tuple[Adaptation, List[Tuple[Adaptation, float]]]:
+    """The candidate whose adapted features give the best ridge head on a held-out part of
+    ``data`` (``val_fraction`` of each class; only ``data`` is ever looked at). Each
+    candidate adapts on the rest; a diverged candidate scores 0. Ties: the earlier one.
+
+    :return: (the best candidate, every candidate with its validation accuracy).
+    """
+    if not candidates:
+        raise ValueError("select_adaptation needs at least one candidate Adaptation.")
+    targets = _targets(data)
+    num_classes = int(targets.max()) + 1
+    kept, held = stratified_holdout(targets, val_fraction, seed)
+    if not kept or not held:
+        raise ValueError(f"A validation fraction of {val_fraction} leaves an empty part of {len(data)} samples.")
+    fit, val = Subset(data, kept), Subset(data, held)
+    scores = []
+    for candidate in candidates:
+        try:
+            features = adapt_features(network, fit, replace(candidate, seed=seed), device)
+            score = _ridge_validation_accuracy(features, fit, val, num_classes)
+        except FloatingPointError:
+            score = 0.0
+        scores.append((candidate, score))
+    best = max(scores, key=lambda item: item[1])  # max keeps the first of equal scores
+    return best[0], scores
+
+
+class AdaptThenComposeStrategy(AnalyticHeadStrategy):
+    """Adapt the feature network once, freeze it, then learn every experience training-free.
+
+    The adaptation runs on ``adaptation_data`` when given (at the first ``train()`` call),
+    else on the first experience trained. ``adaptation`` is one :class:`Adaptation`, or a
+    sequence of candidates chosen by :func:`select_adaptation` on a validation split of
+    the adaptation data (``adaptation_scores`` keeps every candidate's validation
+    accuracy, ``adaptation_choice`` the one used). After that the strategy is an
+    :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy` on the adapted features:
+    per-experience statistics, summed, head in closed form; experiences after the first
+    can be computed in parallel and are forgotten exactly.
+
+    Forgetting the experience the network was adapted on removes its statistics, but
+    its imprint on the features stays: that is not exact unlearning, so ``forget`` refuses
+    it unless ``inexact=True`` (then it warns). With a separate ``adaptation_data`` every
+    experience is forgotten exactly.
+
+    :param network: the classifier to adapt (a ``num_classes`` head; copied, never modified).
+    :param head: ``"ridge"`` or ``"ncm"``; ``projection_dim``: RanPAC-style random features.
+    Other keyword arguments: as :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`.
+    """
+
+    def __init__(self, *, network: nn.Module, num_classes: int,
+                 adaptation: Union[Adaptation, Sequence[Adaptation]] = Adaptation(),
+                 adaptation_data: Optional[Dataset] = None, head: str = "ridge",
+                 projection_dim: Optional[int] = None, seed: int = 0, val_fraction: float = 0.2, **kwargs):
+        candidates = [adaptation] if isinstance(adaptation, Adaptation) else list(adaptation)
+        if not candidates or not all(isinstance(c, Adaptation) for c in candidates):
+            raise TypeError("adaptation must be an Adaptation or a non-empty sequence of them.")
+        out = find_head(network)
+        if network.get_submodule(out).out_features != num_classes:
+            raise ValueError(f"The network's head {out!r} has {network.get_submodule(out).out_features} outputs, "
+                             f"not num_classes={num_classes}; replace it first (avalanche_tmc.replace_head).")
+        model = AnalyticClassifier(penultimate(network, out), num_classes, head=head, projection_dim=projection_dim,
+                                   seed=seed)
+        super().__init__(model=model, **kwargs)
+        self.network = network
+        self.candidates = candidates
+        self.adaptation_data = adaptation_data
+        self.val_fraction = val_fraction
+        self.seed = seed
+        self.adaptation_choice: Optional[Adaptation] = None
+        self.adaptation_scores: List[Tuple[Adaptation, float]] = []
+        self.adapted_on: Optional[Hashable] = None  # experience id, or "adaptation set"
+
+    def _adapt(self, data: Dataset, source: Hashable) -> None:
+        if len(self.candidates) > 1:
+            choice, self.adaptation_scores = select_adaptation(
+                self.network, data, self.candidates, val_fraction=self.val_fraction, seed=self.seed,
+                device=str(self.device))
+        else:
+            choice, self.adaptation_scores = replace(self.candidates[0], seed=self.seed), []
+        self.model.features = adapt_features(self.network, data, replace(choice, seed=self.seed),
+                                             str(self.device)).to(self.device)
+        self.model.projection = None  # re-drawn (same seed) on the new features' width
+        self.adaptation_choice, self.adapted_on = choice, source
+
+    def _before_training_exp(self, **kwargs) -> None:
+        if self.adapted_on is None:
+            if self.adaptation_data is not None:
+                self._adapt(self.adaptation_data, "adaptation set")
+            else:
+                self._adapt(self.experience.dataset, self.experience.current_experience)
+        super()._before_training_exp(**kwargs)
+
+    def _snapshot_learner(self) -> Dict[str, Any]:
+        return dict(super()._snapshot_learner(), features=self.model.features, adapted_on=self.adapted_on,
+                    choice=self.adaptation_choice, scores=list(self.adaptation_scores))
+
+    def _restore_learner(self, snap) -> None:
+        super()._restore_learner(snap)
+        self.model.features, self.adapted_on = snap["features"], snap["adapted_on"]
+        self.adaptation_choice, self.adaptation_scores = snap["choice"], snap["scores"]
+
+    def forget(self, exp_id: Hashable, stats=None, *, inexact: bool = False) -> None:
+        """Remove an experience's statistics; refused for the adaptation experience
+        unless ``inexact=True`` (its imprint on the features stays)."""
+        if exp_id == self.adapted_on:
+            message = (f"Experience {exp_id!r} adapted the feature network: forgetting it removes its statistics, "
+                       "but what it taught the features stays, so the result is not the model that never saw it.")
+            if not inexact:
+                raise ValueError(message + " Pass inexact=True to remove its statistics anyway, or adapt on a "
+                                 "separate adaptation set (adaptation_data=...) so that every experience is "
+                                 "forgotten exactly.")
+            warnings.warn(message, stacklevel=2)
+        super().forget(exp_id, stats)
