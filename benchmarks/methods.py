@@ -28,7 +28,6 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import avalanche_tmc  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 import torch
 from avalanche.training.plugins import LRSchedulerPlugin
 from avalanche.training.supervised import StreamingLDA
@@ -36,15 +35,23 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMEStrategy, TMCStrategy, find_head
-from avalanche_tmc import reestimate_batchnorm, replace_head
+from avalanche_tmc import (
+    TangentModel,
+    TaskMaskPlugin,
+    TMCSeqStrategy,
+    TMCStrategy,
+    TMEStrategy,
+    find_head,
+    reestimate_batchnorm,
+    replace_head,
+)
 from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin_strategy
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
-    "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards", "component_row",
-    "with_new_head", "FAMILIES", "config_for",
+    "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
+    "component_row", "with_new_head", "FAMILIES", "config_for",
 ]
 
 # Hyper-parameter families: groups of a family train with the same learning rate and

@@ -10,7 +10,8 @@ from typing import Dict, List
 # Adam lr 1e-4 for tangent models, SGD for the original ones; ImageNet ResNet-50.
 PAPER = dict(
     backbone="resnet50", image_size=224, freeze_until="none", epochs=50, milestones=(25, 40),
-    batch_size=32, lr_tangent=1e-4, lr=0.01, methods="tmc,tme,soup,ens-l,ens-sm,tmc-fc,er,lwf,ewc,der,joint,joint-tangent",
+    batch_size=32, lr_tangent=1e-4, lr=0.01,
+    methods="tmc,tme,soup,ens-l,ens-sm,tmc-fc,er,lwf,ewc,der,joint,joint-tangent",
 )
 
 # Offline and on 2 CPU cores: ImageNet EfficientNet-Lite0 from its PyPI wheel; the trunk up to

@@ -93,7 +93,8 @@ def list_runs(rows: Iterable[Row]) -> List[RunKey]:
 def run_label(run: RunKey) -> str:
     """Column header such as ``"C-mnist_like_30 (5 tasks, from blocks.6)"``."""
     dataset, scenario, tasks, regime = run
-    return f"{SCENARIO_PREFIX.get(scenario, scenario[:1].upper())}-{dataset} ({tasks} tasks{', ' + regime if regime else ''})"
+    prefix = SCENARIO_PREFIX.get(scenario, scenario[:1].upper())
+    return f"{prefix}-{dataset} ({tasks} tasks{', ' + regime if regime else ''})"
 
 
 AccuracyIndex = Dict[Tuple[RunKey, str, str, int, str], float]
@@ -228,7 +229,8 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
                 tuned = str(r.get("tuned") or "no")
         if used:
             how = ("chosen on a validation split of the training data, see tuning.csv" if tuned == "yes" else
-                   "set by the run" if tuned == "no" else f"chosen on a validation split of the training data by {tuned}")
+                   "set by the run" if tuned == "no" else
+                   f"chosen on a validation split of the training data by {tuned}")
             lines.append(f"- Learning rate / epochs per experience, {run_label(run)}: "
                          + ", ".join(f"{f} {lr:g} / {ep}" for f, (lr, ep) in used.items()) + f" ({how})")
     return lines

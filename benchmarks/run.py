@@ -17,28 +17,31 @@ import os
 import shutil
 import tempfile
 import time
-import warnings
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-# Known noise of avalanche-lib 0.6.0: an optional QP solver it never uses here, and the
-# replay buffer's own deprecation notice printed at every experience.
-warnings.filterwarnings("ignore", message="no QP solver found")
-warnings.filterwarnings("ignore", category=DeprecationWarning, module="avalanche")
-
-import avalanche_tmc  # noqa: E402,F401  (first: lets torchvision import on a CPU-only torch)
 import torch
 from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, loss_metrics
 from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger
 from avalanche.training.plugins import EvaluationPlugin
-from avalanche_tmc import DivergenceError, find_head
 from torch.utils.data import DataLoader
 
+from avalanche_tmc import DivergenceError, find_head
 from benchmarks import report
 from benchmarks.backbones import input_stats, load_backbone
 from benchmarks.datasets import load_dataset
-from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, component_forwards, component_row
-from benchmarks.methods import config_for, groups_for, method_groups, method_names, select_row
+from benchmarks.methods import (
+    MethodGroup,
+    TrainConfig,
+    build_strategy,
+    component_forwards,
+    component_row,
+    config_for,
+    groups_for,
+    method_groups,
+    method_names,
+    select_row,
+)
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.trunk import cache_features, split_backbone
@@ -382,7 +385,8 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
           + ("learning rate and epochs per family tuned below" if run.get("tune") is not None else
              f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)")
           + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"
-          + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else ""), flush=True)
+          + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else ""),
+          flush=True)
     progress_key = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root)
     if args.bn_data != "none":  # (absent by default, so earlier progress files keep their names)
         progress_key["bn_data"] = args.bn_data

@@ -58,7 +58,8 @@ def test_grid_gives_both_families_the_same_budget():
 
 
 def test_choose_takes_the_best_mean_validation_accuracy_and_the_earliest_tie():
-    trials = [Trial("tangent", 1e-3, 2, {"tmc": 0.5, "tme": 0.75}), Trial("tangent", 1e-2, 2, {"tmc": 0.75, "tme": 0.5}),
+    trials = [Trial("tangent", 1e-3, 2, {"tmc": 0.5, "tme": 0.75}),
+              Trial("tangent", 1e-2, 2, {"tmc": 0.75, "tme": 0.5}),
               Trial("tangent", 1e-1, 2, {"tmc": 0.9, "tme": 0.1}), Trial("non-linear", 1e-2, 5, {"soup": 0.3})]
     chosen = choose(trials)
     assert chosen["tangent"] is trials[0]  # 0.625 ties 0.625: the earlier trial
@@ -106,7 +107,8 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
     monkeypatch.setattr(run, "make_scenario", recording)
     rows = run.main(["--preset", "tiny-regimes", "--out", str(tmp_path)])
 
-    # per regime: the real benchmark, then the tuning one on (train part, validation part) of its training set
+    # per regime: the real benchmark, then the tuning one on (train part, validation part)
+    # of its training set
     assert len(scenarios) == 4
     for (train, test), (fit, val) in zip(scenarios[0::2], scenarios[1::2]):
         assert fit.dataset is train and val.dataset is train and val.dataset is not test
@@ -119,11 +121,13 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
         ("from blocks.6", "tangent", "yes"), ("from blocks.6", "non-linear", "yes")]
     finals = [r for r in rows if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 3]
     assert {(r["method"], r["regime"]) for r in finals} == {
-        (m, g) for m in ("tmc", "tme", "soup", "ens-l", "ens-sm", "joint") for g in ("from classifier", "from blocks.6")}
+        (m, g) for m in ("tmc", "tme", "soup", "ens-l", "ens-sm", "joint")
+        for g in ("from classifier", "from blocks.6")}
     for r in finals:
         assert r["tuned"] == "yes" and r["epochs"] == 1
         assert r["lr"] == (1e-3 if r["method"] in ("tmc", "tme") else 1e-2)
-    assert {r["trained_params"] for r in finals if r["regime"] == "from classifier"} == {1280 * 10 + 10}  # the new head alone
+    head_only = {r["trained_params"] for r in finals if r["regime"] == "from classifier"}
+    assert head_only == {1280 * 10 + 10}  # the new head alone
     table = (tmp_path / "results.md").read_text()
     assert "C-digits (3 tasks, from classifier)" in table and "C-digits (3 tasks, from blocks.6)" in table
     assert "chosen on a validation split" in table
