@@ -97,7 +97,9 @@ def _trained_names(network: nn.Module, train_from: Optional[str]) -> List[str]:
 
 def _batches(data: Dataset, batch_size: int, seed: int, shuffle: bool):
     generator = torch.Generator().manual_seed(seed)
-    for batch in DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator):
+    # when training (shuffle), a last batch of one sample is dropped: BatchNorm cannot train on it
+    drop_last = shuffle and len(data) % batch_size == 1 and len(data) > batch_size
+    for batch in DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator, drop_last=drop_last):
         yield batch[0], torch.as_tensor(batch[1]).long()
 
 

@@ -12,7 +12,9 @@ its strategy, together with
 * ``components`` and ``component_row``: how each experience's component is evaluated
   alone, and the row its accuracies are reported under (when that row is requested);
 * ``joint``: trained once on the whole stream (a paragon);
-* ``family``: whose tuned learning rate and epochs it trains with (:data:`FAMILIES`).
+* ``family``: whose tuned learning rate and epochs it trains with (:data:`FAMILIES`);
+* ``describe``: what the trained strategy chose for itself (printed and written with the
+  results), for methods that tune something internally.
 
 The runner (:mod:`benchmarks.run`), the report (:mod:`benchmarks.report`) and the tests
 read only this registry. Everything here only *configures* strategies from
@@ -36,6 +38,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from avalanche_tmc import (
+    Adaptation,
+    AdaptThenComposeStrategy,
     TangentModel,
     TaskMaskPlugin,
     TMCSeqStrategy,
@@ -124,6 +128,7 @@ class MethodGroup:
     component_row: Optional[str] = None
     joint: bool = False  # trained once on the whole stream
     family: str = "non-linear"  # one of FAMILIES
+    describe: Optional[Callable[[SupervisedTemplate], str]] = None
 
     @property
     def row_names(self) -> Tuple[str, ...]:
@@ -143,6 +148,7 @@ def register_method(
     component_row: Optional[str] = None,
     joint: bool = False,
     family: str = "non-linear",
+    describe: Optional[Callable[[SupervisedTemplate], str]] = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator: register the strategy builder of method group ``name`` and its ``rows``.
 
@@ -161,7 +167,8 @@ def register_method(
         raise ValueError(f"Method group {name!r}: family {family!r} is not one of {FAMILIES}.")
 
     def decorator(build: Builder) -> Builder:
-        _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint, family)
+        _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint, family,
+                                    describe)
         _ROWS.update((row.name, row) for row in rows)
         if joint:
             _JOINT_ROWS.extend(names)
@@ -343,6 +350,44 @@ register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)"
     _analytic("ridge", projection=True))
 register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", parallel=True), **_TRAINING_FREE)(
     _analytic("ridge", projection=False))
+
+
+def _adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
+    """The adaptations the first-session learner chooses from (on a validation split of
+    experience 0): none; non-linear fine-tuning of the whole trained part or of its last
+    half (by parameter count) at two learning rates and two epoch counts; one tangent
+    component (the combination with TMC)."""
+    head = find_head(net)
+    body = [(n, p.numel()) for n, p in net.named_parameters() if not n.startswith(head + ".")]
+    total, remaining, half = sum(c for _, c in body), 0, None
+    for name, count in reversed(body):
+        remaining += count
+        if remaining >= total / 2:
+            half = name.rsplit(".", 1)[0]
+            break
+    common = dict(batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta)
+    fine_tune = [Adaptation("fine-tune", lr, epochs, train_from=part, **common)
+                 for part in (None, half) for lr in (1e-3, 1e-2) for epochs in (2, 5)]
+    return [Adaptation("none", **common), *fine_tune, Adaptation("tangent", 1e-3, 5, **common)]
+
+
+def _describe_adaptation(strategy) -> str:
+    scores = dict(strategy.adaptation_scores)
+    chosen = strategy.adaptation_choice
+    unadapted = next((s for c, s in scores.items() if c.how == "none"), float("nan"))
+    return (f"adapted on experience {strategy.adapted_on}: {chosen.describe()} (validation {scores[chosen]:.3f}, "
+            f"best of {len(scores)} candidates; pre-trained features: {unadapted:.3f})")
+
+
+@register_method("adapt", Row("adapt-ridge", "Adapt+Ridge (first-session adaptation)", "O(1) (D×D)", parallel=True),
+                 family="training-free", describe=_describe_adaptation)
+def _adapt_then_compose(top, cfg, common):
+    net = with_new_head(top, cfg)
+    one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
+    return AdaptThenComposeStrategy(network=net, num_classes=cfg.num_classes,
+                                    adaptation=_adaptation_candidates(net, cfg), head="ridge", seed=cfg.seed,
+                                    **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+
 
 _BUFFER_COST = "O(1) + buffer 300"
 _PARAGON = "all data at once (paragon)"

@@ -40,7 +40,7 @@ PathLike = Union[str, Path]
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
-    "regime", "trained_params", "lr", "epochs", "tuned",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting",
 )
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
@@ -227,6 +227,10 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
             if run_key(r) == run and r.get("lr", "") != "" and family not in (None, "training-free"):
                 used.setdefault(family, (r["lr"], r["epochs"]))
                 tuned = str(r.get("tuned") or "no")
+        for method in order_methods(str(r["method"]) for r in rows if run_key(r) == run and r.get("setting")):
+            setting = next(r["setting"] for r in rows
+                           if run_key(r) == run and r["method"] == method and r.get("setting"))
+            lines.append(f"- {method_info(method)[0]}, {run_label(run)}: {setting}")
         if used:
             how = ("chosen on a validation split of the training data, see tuning.csv" if tuned == "yes" else
                    "set by the run" if tuned == "no" else

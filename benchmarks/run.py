@@ -262,6 +262,10 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         print(f"  {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
                           if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
+    if group.describe is not None:
+        setting = group.describe(strategy)
+        print(f"  {'+'.join(rows):18s} {setting}", flush=True)
+        results = [dict(r, setting=setting) for r in results]
     components_under = component_row(group, rows) if components else None
     if components_under is not None:
         masked = base_row["scenario"] == "task"

@@ -27,7 +27,7 @@ from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 
 TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "soup", "ens-l", "ens-sm", "slda", "ncm", "ranpac", "stats-ridge",
-               "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+               "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
 
 
 def test_table_order_and_joint_rows():

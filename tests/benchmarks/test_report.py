@@ -37,7 +37,8 @@ def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, ob
     return dict(dataset=dataset, scenario=scenario, tasks=tasks, backbone="resnet18", method=method,
                 model=model, after_task=after_task, eval_exp=eval_exp, accuracy=accuracy,
                 train_seconds=1.5 * after_task, eval_seconds=0.25, regime=regime, trained_params=1000,
-                lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no")
+                lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no",
+                setting="")
 
 
 def synthetic_rows() -> List[Dict[str, object]]:
