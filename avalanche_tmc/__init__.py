@@ -2,7 +2,7 @@
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
-from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, select_adaptation
+from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
 from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from .batchnorm import reestimate_batchnorm
 from .composition import (
@@ -71,5 +71,6 @@ __all__ = [
     "Adaptation",
     "AdaptThenComposeStrategy",
     "adapt_features",
+    "fine_tune",
     "select_adaptation",
 ]

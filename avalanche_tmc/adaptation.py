@@ -28,7 +28,7 @@ from .losses import RescaledSquareLoss
 from .statistics import head_statistics, ridge_head
 from .tangent import TangentModel, find_head
 
-__all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "select_adaptation",
+__all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
            "stratified_holdout", "AdaptThenComposeStrategy"]
 
 ADAPTATIONS = ("fine-tune", "tangent", "none")
@@ -109,6 +109,31 @@ def _check_finite(loss: Tensor, epoch: int) -> None:
                                  "use a smaller learning rate.")
 
 
+def fine_tune(network: nn.Module, data: Dataset, adaptation: Adaptation, device: str = "cpu") -> nn.Module:
+    """A copy of ``network`` (classifier included) fine-tuned on ``data`` as
+    ``adaptation`` says (``how="fine-tune"``: SGD, momentum 0.9, cross-entropy, the
+    parameters from ``train_from`` on), in eval mode. Deterministic for ``adaptation.seed``."""
+    if adaptation.how != "fine-tune":
+        raise ValueError(f"fine_tune needs Adaptation(how='fine-tune'), got how={adaptation.how!r}.")
+    network = copy.deepcopy(network).to(device)
+    torch.manual_seed(adaptation.seed)
+    names = _trained_names(network, adaptation.train_from)
+    params = dict(network.named_parameters())
+    network.requires_grad_(False)
+    for n in names:
+        params[n].requires_grad_(True)
+    optimizer = torch.optim.SGD([params[n] for n in names], lr=adaptation.lr, momentum=0.9)
+    network.train()
+    for epoch in range(adaptation.epochs):
+        for x, y in _batches(data, adaptation.batch_size, adaptation.seed + epoch, shuffle=True):
+            loss = F.cross_entropy(network(x.to(device)), y.to(device))
+            _check_finite(loss, epoch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return network.eval().requires_grad_(True)
+
+
 def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
                    device: str = "cpu") -> nn.Module:
     """A frozen feature network (outputs the head's input) adapted on ``data``.
@@ -118,27 +143,14 @@ def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
     :param data: ``(x, y, ...)`` samples (an Avalanche experience's dataset works).
     Deterministic for ``adaptation.seed``.
     """
-    network = copy.deepcopy(network).to(device)
     head = find_head(network)
     if adaptation.how == "none":
         return penultimate(network, head)
+    if adaptation.how == "fine-tune":
+        return penultimate(fine_tune(network, data, adaptation, device), head)
+    network = copy.deepcopy(network).to(device)
     torch.manual_seed(adaptation.seed)
     names = _trained_names(network, adaptation.train_from)
-    if adaptation.how == "fine-tune":
-        params = dict(network.named_parameters())
-        network.requires_grad_(False)
-        for n in names:
-            params[n].requires_grad_(True)
-        optimizer = torch.optim.SGD([params[n] for n in names], lr=adaptation.lr, momentum=0.9)
-        network.train()
-        for epoch in range(adaptation.epochs):
-            for x, y in _batches(data, adaptation.batch_size, adaptation.seed + epoch, shuffle=True):
-                loss = F.cross_entropy(network(x.to(device)), y.to(device))
-                _check_finite(loss, epoch)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-        return penultimate(network.eval(), head)
     tangent = TangentModel(network, head=head, linearize=names)
     optimizer = torch.optim.Adam(tangent.delta_parameters(), lr=adaptation.lr)
     criterion = RescaledSquareLoss(beta=adaptation.beta)

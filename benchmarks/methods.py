@@ -55,7 +55,7 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "with_new_head", "FAMILIES", "config_for",
+    "component_row", "with_new_head", "FAMILIES", "config_for", "adaptation_candidates",
 ]
 
 # Hyper-parameter families: groups of a family train with the same learning rate and
@@ -352,7 +352,7 @@ register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", 
     _analytic("ridge", projection=False))
 
 
-def _adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
+def adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
     """The adaptations the first-session learner chooses from (on a validation split of
     experience 0): none; non-linear fine-tuning of the whole trained part or of its last
     half (by parameter count) at two learning rates and two epoch counts; one tangent
@@ -385,7 +385,7 @@ def _adapt_then_compose(top, cfg, common):
     net = with_new_head(top, cfg)
     one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
     return AdaptThenComposeStrategy(network=net, num_classes=cfg.num_classes,
-                                    adaptation=_adaptation_candidates(net, cfg), head="ridge", seed=cfg.seed,
+                                    adaptation=adaptation_candidates(net, cfg), head="ridge", seed=cfg.seed,
                                     **dict(one_pass, train_mb_size=cfg.eval_batch_size))
 
 

@@ -6,6 +6,8 @@ Command-line flags override every run of a preset.
 
 from typing import Dict, List
 
+__all__ = ["PRESETS", "PAPER", "OFFLINE", "REGIMES"]
+
 # The paper's training recipe (appendix A): 50 epochs, batch 32, lr x0.1 at epochs 25 and 40,
 # Adam lr 1e-4 for tangent models, SGD for the original ones; ImageNet ResNet-50.
 PAPER = dict(

@@ -33,6 +33,13 @@ from matplotlib.lines import Line2D
 
 from benchmarks.methods import joint_methods, method_family, method_names, method_row
 
+__all__ = [
+    "COLUMNS", "TUNING_COLUMNS", "method_info", "cost_class", "order_methods", "run_key", "list_runs", "run_label",
+    "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
+    "write_markdown", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes", "write_report",
+    "main",
+]
+
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int, str]  # (dataset, scenario, tasks, regime)
 PathLike = Union[str, Path]

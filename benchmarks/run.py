@@ -47,6 +47,9 @@ from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.trunk import cache_features, split_backbone
 from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, tune, validation_split
 
+__all__ = ["RUN_KEYS", "parse_args", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts", "run_group",
+           "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main"]
+
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune")
 # optional run keys: "tangent_epochs" (the tangent family's epochs, default "epochs") and
@@ -231,7 +234,7 @@ def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: i
     return accs
 
 
-def find_head_size(model, num_classes: int):
+def head_parameter_counts(model, num_classes: int) -> Tuple[int, int]:
     """(parameters of the model's current head, parameters of a new ``num_classes`` head)."""
     head = model.get_submodule(find_head(model))
     new = num_classes * (head.in_features + (1 if head.bias is not None else 0))
@@ -306,7 +309,7 @@ def _save_progress(path: str, rows: List[Dict[str, Any]]) -> None:
             json.dump({"rows": rows}, f)
 
 
-def _final_accuracies(rows: Sequence[Dict[str, Any]], after_task: int) -> Dict[str, float]:
+def final_accuracies(rows: Sequence[Dict[str, Any]], after_task: int) -> Dict[str, float]:
     """Row name -> composed accuracy on the whole evaluation stream after the last experience."""
     return {r["method"]: r["accuracy"] for r in rows
             if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == after_task}
@@ -342,7 +345,7 @@ def tune_config(run: Dict[str, Any], train, top, cfg: TrainConfig, families: Seq
                 rows = [dict(method=m, model="composed", eval_exp="all", after_task=run["tasks"], accuracy=0.0)
                         for m in group.row_names]
             _save_progress(path, rows)
-        accs = _final_accuracies(rows, run["tasks"])
+        accs = final_accuracies(rows, run["tasks"])
         print(f"    {family:10s} lr {lr:g}, {epochs} epochs: validation "
               + "  ".join(f"{m} {a:.3f}" for m, a in accs.items()), flush=True)
         return accs
@@ -382,8 +385,8 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
                       lr_tangent=run["lr_tangent"], lr=run["lr"], beta=run["beta"], milestones=run["milestones"],
                       device=args.device, seed=args.seed, tangent_epochs=run.get("tangent_epochs"),
                       bn_batches=_first_experience_batches(bm, run["batch_size"]) if args.bn_data != "none" else None)
-    head_size = find_head_size(top, num_classes)
-    trained = sum(p.numel() for p in top.parameters()) - head_size[0] + head_size[1]
+    old_head, new_head = head_parameter_counts(top, num_classes)
+    trained = sum(p.numel() for p in top.parameters()) - old_head + new_head
     print(f"[{run['dataset']}] {run['scenario']}-incremental, {run['tasks']} experiences, {num_classes} classes, "
           f"{trained / 1e6:.2f} M trained parameters, "
           + ("learning rate and epochs per family tuned below" if run.get("tune") is not None else
