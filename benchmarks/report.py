@@ -141,14 +141,18 @@ def atomic_path(path: PathLike):
             os.remove(tmp)
 
 
-def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
-    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored), atomically."""
+def _write_dict_csv(rows: Iterable[Row], path: PathLike, columns: Sequence[str]) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
+    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored), atomically."""
+    return _write_dict_csv(rows, path, COLUMNS)
 
 
 def read_csv(path: PathLike) -> List[Dict[str, object]]:
@@ -160,12 +164,7 @@ def read_csv(path: PathLike) -> List[Dict[str, object]]:
 
 def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
     """Write tuning trials (:data:`TUNING_COLUMNS`, see :mod:`benchmarks.tuning`), atomically."""
-    path = Path(path)
-    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=TUNING_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(trials)
-    return path
+    return _write_dict_csv(trials, path, TUNING_COLUMNS)
 
 
 # ------------------------------------------------------------------------ Markdown
@@ -271,6 +270,19 @@ def _panels(n: int, ncols: int, panel_size: Tuple[float, float]) -> Tuple[Figure
     return fig, axes[:n]
 
 
+def _method_colors(rows: Sequence[Row]) -> Tuple[List[str], Dict[str, object]]:
+    """The methods of ``rows`` in table order, and one colour each."""
+    methods = order_methods(str(r["method"]) for r in rows)
+    cmap = colormaps["tab20"]
+    return methods, {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+
+
+def _save_with_legend(fig: Figure, path: PathLike, methods: Sequence[str], handles: Dict[str, Line2D]) -> Path:
+    shown = [m for m in methods if m in handles]
+    fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
+    return _save(fig, path)
+
+
 def _save(fig: Figure, path: PathLike) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -287,9 +299,7 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
     runs = list_runs(rows)
     if not runs:
         return None
-    methods = order_methods(str(r["method"]) for r in rows)
-    cmap = colormaps["tab20"]
-    colors = {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+    methods, colors = _method_colors(rows)
     index = accuracy_index(rows)
 
     fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
@@ -315,9 +325,7 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
         ax.set_ylabel("accuracy, all test data (%)")
         ax.set_xticks(range(1, run[2] + 1))
         ax.grid(alpha=0.3)
-    shown = [m for m in methods if m in handles]
-    fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
-    return _save(fig, path)
+    return _save_with_legend(fig, path, methods, handles)
 
 
 def _component_models(rows: Iterable[Row], run: RunKey, method: str) -> List[str]:
@@ -397,9 +405,7 @@ def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
     panels = _regime_panels(rows)
     if not panels:
         return None
-    methods = order_methods(str(r["method"]) for r in rows)
-    cmap = colormaps["tab20"]
-    colors = {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+    methods, colors = _method_colors(rows)
     index = accuracy_index(rows)
     fig, axes = _panels(len(panels), ncols=2, panel_size=(5.5, 4.0))
     handles: Dict[str, Line2D] = {}
@@ -419,9 +425,7 @@ def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
         ax.set_xlabel("trained part of the network (parameters)")
         ax.set_ylabel("final accuracy, all test data (%)")
         ax.grid(alpha=0.3)
-    shown = [m for m in methods if m in handles]
-    fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
-    return _save(fig, path)
+    return _save_with_legend(fig, path, methods, handles)
 
 
 # -------------------------------------------------------------------------- report
