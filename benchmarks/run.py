@@ -162,7 +162,23 @@ def resolve_runs(args: argparse.Namespace) -> List[Dict[str, Any]]:
                          "Drop --preset (or use a single-run preset) to define one run on the command line.")
     if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
         overrides["data_options"] = {}
-    return [dict(run, **overrides) for run in runs]
+    return [_override(run, overrides) for run in runs]
+
+
+# Flags after which a run's fixed, tuned values no longer describe it.
+_UNTUNES = ("epochs", "lr", "lr_tangent", "freeze_until", "dataset", "data_options", "image_size", "backbone",
+            "batch_size", "beta", "milestones")
+
+
+def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
+    """``run`` with command-line ``overrides``: ``--epochs`` sets every family's epochs, and
+    a run's ``tuned_by`` note is dropped once a flag changes what was tuned."""
+    run = dict(run, **overrides)
+    if "epochs" in overrides:
+        run.pop("tangent_epochs", None)
+    if any(k in overrides for k in _UNTUNES):
+        run.pop("tuned_by", None)
+    return run
 
 
 def make_evaluator(out_dir: str, verbose: bool, tensorboard: bool) -> EvaluationPlugin:

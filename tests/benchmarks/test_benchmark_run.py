@@ -124,3 +124,10 @@ def test_bn_data_first_experience_gives_tangent_methods_a_reestimated_base_point
     assert first.shape[0] == 6 * 5  # the first experience: 5 digit classes x 6 training images
     norms = [(a, b) for a, b in zip(top.modules(), net.modules()) if isinstance(a, _BatchNorm)]
     assert norms and all(not torch.equal(a.running_mean, b.running_mean) for a, b in norms)
+
+
+def test_command_line_epochs_set_every_family_and_drop_the_tuned_note():
+    runs = run.resolve_runs(run.parse_args(["--preset", "offline", "--epochs", "2"]))
+    assert all(r["epochs"] == 2 and "tangent_epochs" not in r and "tuned_by" not in r for r in runs)
+    runs = run.resolve_runs(run.parse_args(["--preset", "offline", "--methods", "tmc"]))
+    assert all(r["tuned_by"] == "--preset offline-regimes" and r["tangent_epochs"] for r in runs)
