@@ -25,7 +25,8 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
-from .plugin import TaskMaskPlugin
+from .distributed import UnshardedLoaders
+from .plugin import TaskMaskPlugin, experience_task_classes
 from .safety import FailSafeTraining, check_forget_without_replay, replay_plugin_names
 from .statistics import (
     HeadStats,
@@ -122,7 +123,7 @@ class AnalyticClassifier(nn.Module):
         return self.scores(self.embed(x))
 
 
-class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
+class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
@@ -161,6 +162,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
         self._replayed = {}  # experience id -> replay plugins active when learned
+        self.component_classes = {}  # experience id -> task label -> classes
         super().__init__(
             model=model, optimizer=None, criterion=criterion, train_mb_size=train_mb_size, train_epochs=1,
             eval_mb_size=eval_mb_size, device=device, plugins=[TaskMaskPlugin(task_incremental), *(plugins or [])],
@@ -175,7 +177,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         return dict(
             keys=list(stats._keys), sum=stats._sum, components=OrderedDict(stats._components),
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
-            pending=self._pending, replayed=dict(self._replayed),
+            pending=self._pending, replayed=dict(self._replayed), component_classes=dict(self.component_classes),
             masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
             clock=dict(vars(self.clock)),
         )
@@ -187,6 +189,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         model.ridge_lambda, model.projection = snap["ridge_lambda"], snap["projection"]
         self._pending = snap["pending"]
         self._replayed = dict(snap["replayed"])
+        self.component_classes = dict(snap["component_classes"])
         for plugin, state in snap["masks"]:
             plugin._load_mask_state(state)
         vars(self.clock).update(snap["clock"])
@@ -222,6 +225,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         if self._pending is not None:
             self.statistics.add(key, self._pending)
             self._replayed[key] = replay_plugin_names(self)
+            self.component_classes[key] = {t: sorted(c) for t, c in experience_task_classes(self.experience).items()}
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         self._pending = None
         super()._after_training_exp(**kwargs)
@@ -237,6 +241,7 @@ class AnalyticHeadStrategy(FailSafeTraining, SupervisedTemplate):
         check_forget_without_replay(exp_id, self.statistics.keys, self._replayed)
         self.statistics.forget(exp_id, stats)
         self._replayed.pop(exp_id, None)
+        self.component_classes.pop(exp_id, None)
         if len(self.statistics):
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         else:

@@ -16,7 +16,7 @@ Attach it to any supervised template whose model is a
 
 import copy
 from collections import OrderedDict, defaultdict
-from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Set, Tuple
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -119,7 +119,7 @@ def _training_position(strategy: "SupervisedTemplate") -> str:
     return f"iteration {clock.train_exp_iterations + 1} (epoch {clock.train_exp_epochs + 1})"
 
 
-class TaskMaskPlugin(SupervisedPlugin):
+class TaskMaskPlugin(SupervisedPlugin, supports_distributed=True):
     """Task-incremental evaluation for any strategy: each sample's prediction is
     restricted to the classes of its task (the task label is known at test time).
 
@@ -173,6 +173,13 @@ class TaskMaskPlugin(SupervisedPlugin):
         but the first of ``JointTraining``)."""
         self._train_task_labels.update(self._record_classes(experience))
 
+    def record_task_classes(self, classes: Dict[int, Any]) -> None:
+        """Record trained task labels and their classes known without an experience (a
+        component trained elsewhere: its file says which)."""
+        for task, task_classes in classes.items():
+            self.task_classes[int(task)].update(int(c) for c in task_classes)
+            self._train_task_labels.add(int(task))
+
     def uses_task_mask(self) -> bool:
         """Whether evaluation restricts predictions to the task's classes."""
         if self.task_incremental is not None:
@@ -201,7 +208,7 @@ class TaskMaskPlugin(SupervisedPlugin):
             strategy.mb_output = mask_logits(strategy.mb_output, mask)
 
 
-class CompositionPlugin(TaskMaskPlugin):
+class CompositionPlugin(TaskMaskPlugin, supports_distributed=True):
     """The skeleton shared by the plugins that train one *member* per experience from a
     common starting point and evaluate a combination of the members (TMC's tangent
     components, the baselines' independent fine-tunes).
@@ -309,7 +316,7 @@ class CompositionPlugin(TaskMaskPlugin):
             self.training_state = None
 
 
-class TangentPlugin(CompositionPlugin):
+class TangentPlugin(CompositionPlugin, supports_distributed=True):
     """Trains one tangent component per experience and evaluates their composition.
 
     :param mode: ``"tmc"`` (compose by averaging δ; O(1) inference), ``"tme"`` (same
@@ -323,6 +330,10 @@ class TangentPlugin(CompositionPlugin):
         ``None`` (default) turns it on when training has seen more than one task label.
     :param reset_optimizer_state: start every component with a fresh optimizer state
         (momentum, Adam moments), as independent training requires.
+
+    These plugins tell Avalanche they support distributed runs (``supports_distributed``):
+    in a ``torch.distributed`` job each process trains whole experiences and the processes
+    compose once at the end (:func:`~avalanche_tmc.distributed.train_parallel`).
     """
 
     def __init__(
@@ -345,6 +356,9 @@ class TangentPlugin(CompositionPlugin):
         self._pending_weight = 1.0
         self._snapshot: Optional[Dict[str, Any]] = None
         self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay plugins active when trained
+        self.component_classes: Dict[Hashable, Dict[int, List[int]]] = {}  # experience id -> task -> classes
+        # called as f(strategy, key, delta, weight) after each component is composed (component files)
+        self.component_callbacks: List[Callable[..., None]] = []
 
     @property
     def mode(self) -> str:
@@ -405,6 +419,7 @@ class TangentPlugin(CompositionPlugin):
             composition=self.composition.snapshot(),
             mask=self._mask_state(),
             replayed=dict(self._replayed),
+            component_classes=dict(self.component_classes),
             in_training_exp=self.in_training_exp,
             training_delta=self.training_state,
             pending_weight=self._pending_weight,
@@ -423,6 +438,7 @@ class TangentPlugin(CompositionPlugin):
         self.composition.restore(snap["composition"])
         self._load_mask_state(snap["mask"])
         self._replayed = dict(snap["replayed"])
+        self.component_classes = dict(snap["component_classes"])
         self.in_training_exp = snap["in_training_exp"]
         self.training_state = snap["training_delta"]
         self._pending_weight = snap["pending_weight"]
@@ -514,6 +530,27 @@ class TangentPlugin(CompositionPlugin):
             self._stop_diverged(strategy, f"δ holds NaN/inf in {non_finite_names(delta)[:5]}")
         self.composition.add(key, delta, self._pending_weight)
         self._replayed[key] = replay_plugin_names(strategy)
+        self.component_classes[key] = {t: sorted(c) for t, c in experience_task_classes(strategy.experience).items()}
+        for callback in self.component_callbacks:
+            callback(strategy, key, delta, self._pending_weight)
+
+    def install_component(self, model: TangentModel, key: Hashable, delta: Delta, weight: float = 1.0,
+                          classes: Optional[Dict[int, List[int]]] = None) -> None:
+        """Compose a component trained elsewhere (another process, a file) as if it had
+        been trained here: ``delta`` under ``key`` with weight ``weight``; ``classes``
+        (task label -> classes) feed the task-incremental mask. ``model`` then holds the
+        composition."""
+        if self.mode == "tmc-seq":
+            raise ValueError("TMC-Seq components are not independent: a component trained elsewhere cannot be "
+                             "added to a TMC-Seq composition.")
+        if key in self.composition:
+            raise KeyError(f"Experience {key} is already composed; forget it first.")
+        model.check_delta(delta)
+        self.composition.add(key, delta, weight)
+        self._replayed[key] = []
+        self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in (classes or {}).items()}
+        self.record_task_classes(self.component_classes[key])
+        model.load_delta(self.composition.composed())
 
     # ------------------------------------------------------------------ evaluation
     def load_combination(self, strategy: "SupervisedTemplate") -> None:
@@ -565,4 +602,5 @@ class TangentPlugin(CompositionPlugin):
         check_forget_without_replay(exp_id, self.composition.keys, self._replayed)
         self.composition.forget(exp_id, delta)
         self._replayed.pop(exp_id, None)
+        self.component_classes.pop(exp_id, None)
         model.load_delta(self.composition.composed())

@@ -4,8 +4,9 @@ Avalanche's ``Naive``."""
 
 import math
 import numbers
+import os
 from collections import OrderedDict
-from typing import Callable, Hashable, List, Optional, Union
+from typing import Callable, Hashable, List, Optional, Sequence, Union
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -13,6 +14,7 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch.optim import Optimizer
 
+from .distributed import UnshardedLoaders
 from .losses import RescaledSquareLoss
 from .plugin import TangentPlugin
 from .safety import FailSafeTraining
@@ -21,7 +23,7 @@ from .tangent import Delta, TangentModel
 __all__ = ["TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
 
-class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
+class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     """Shared constructor of the tangent strategies; subclasses fix ``mode``.
 
     ``train()`` is all or nothing: an experience id that is already composed is refused
@@ -49,6 +51,7 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
         plugins: Optional[List[SupervisedPlugin]] = None,
         evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
         eval_every: int = -1,
+        component_dir: Optional[str] = None,
         **base_kwargs,
     ):
         """
@@ -62,6 +65,11 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
         :param keep_components: keep every δ_t (for ``components``/``forget``);
             ``False`` keeps O(1) memory.
         :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
+        :param component_dir: write each component, as soon as it is composed, to
+            ``<component_dir>/experience-<id>.safetensors``
+            (:mod:`~avalanche_tmc.component_files`; not for TMC-Seq). A file written for an
+            experience stays even if a later experience of the same ``train()`` call fails
+            (it is a valid component; the strategy itself goes back to before the call).
         :param train_mb_size, train_epochs, eval_mb_size, device, plugins, evaluator,
             eval_every, base_kwargs: as in Avalanche's ``Naive``.
         """
@@ -80,6 +88,12 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
         self.tangent_plugin = TangentPlugin(
             self.mode, weighting=weighting, keep_components=keep_components, task_incremental=task_incremental
         )
+        self.component_dir = component_dir
+        if component_dir is not None:
+            if self.mode == "tmc-seq":
+                raise ValueError("TMC-Seq components are not independent (each starts from the composition before "
+                                 "it): they are not written as component files. Use TMCStrategy or TMEStrategy.")
+            self.tangent_plugin.component_callbacks.append(self._write_component)
         super().__init__(
             model=model,
             optimizer=optimizer,
@@ -113,6 +127,56 @@ class _TangentStrategy(FailSafeTraining, SupervisedTemplate):
     def composed_delta(self) -> Delta:
         """The composed δ the strategy evaluates (TMC, TMC-Seq)."""
         return self.tangent_plugin.composition.composed()
+
+    def _write_component(self, strategy, key, delta, weight) -> None:
+        from .component_files import save_component, strategy_settings, tangent_component
+
+        component = tangent_component(self.model, delta, key, weight=weight,
+                                      classes=self.tangent_plugin.component_classes.get(key),
+                                      settings=strategy_settings(self))
+        save_component(component, os.path.join(self.component_dir, f"experience-{key}.safetensors"))
+
+    def load_components(self, paths: Union[str, Sequence[str]]) -> List[Hashable]:
+        """Compose component files (a directory: its ``.safetensors`` files) as if their
+        experiences had been trained here; returns their experience ids.
+
+        Every file is read and checked against this strategy's model (base weights and
+        BatchNorm statistics, head size, linearized parameters) before any is composed.
+
+        :raises ~avalanche_tmc.component_files.IncompatibleComponentsError: a file from
+            another base (naming the difference), an experience already composed, a
+            composition file (load its component files instead).
+        """
+        from .component_files import IncompatibleComponentsError, check_same_base, load_components, model_reference
+
+        if self.mode == "tmc-seq":
+            raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
+        components = load_components(paths)
+        reference = model_reference(self.model, "this strategy's model")
+        for component in components:
+            if component.kind != "component":
+                raise IncompatibleComponentsError(
+                    f"{component.name()} is a composition: a strategy is built from component files (one per "
+                    "experience); load a composition into a model with its δ (component_files.composed_delta).")
+            check_same_base(reference, component)
+            if component.experience in self.tangent_plugin.composition:
+                raise IncompatibleComponentsError(f"Experience {component.experience} ({component.name()}) is "
+                                                  "already composed in this strategy; forget it first.")
+        if len({repr(c.experience) for c in components}) != len(components):
+            raise IncompatibleComponentsError(f"Two files hold the same experience: {[c.path for c in components]}.")
+        for component in components:
+            self.tangent_plugin.install_component(self.model, component.experience, component.tensors,
+                                                  component.weight, component.classes)
+        return [c.experience for c in components]
+
+    @classmethod
+    def from_components(cls, paths: Union[str, Sequence[str]], *, model: TangentModel, **kwargs):
+        """A strategy built on ``model`` (the same base the files were trained on) holding
+        the components of ``paths`` (files, or a directory of them), ready to evaluate,
+        train more experiences, or forget some; ``kwargs`` as for the constructor."""
+        strategy = cls(model=model, **kwargs)
+        strategy.load_components(paths)
+        return strategy
 
     def forget(self, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
         """Unlearn experience ``exp_id`` at zero cost: the strategy then evaluates the

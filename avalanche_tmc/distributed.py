@@ -1,0 +1,570 @@
+"""Train the experiences of a stream in parallel on ``torch.distributed``; compose them with
+one collective.
+
+TMC's components are independent: experience ``t``'s ``δ_t`` is trained from the
+pre-trained point on ``t``'s data alone, and so are the analytic heads' statistics. So the
+experiences of a stream can be shared out among the processes of a ``torch.distributed``
+job, each process training its share with an ordinary strategy, and the composition is a
+collective::
+
+    S = Σ_t w_t δ_t   (all-reduced: each process adds the components it trained)
+    W = Σ_t w_t       (summed, in experience order, from the weights every process reports)
+
+after which every process holds the same composed model that a sequential
+:class:`~avalanche_tmc.strategies.TMCStrategy` gives (to float rounding: the sum is added
+up in another order). With ``keep_components=True`` (the default) each component is also
+broadcast from the process that trained it, so that every process can ensemble (TME) and
+forget as a sequential strategy can. :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`
+works the same way with its summed statistics. TMC-Seq is refused: each of its components
+starts from the composition of the ones before (sequential by definition).
+
+Launch with torchrun (gloo on CPU, NCCL on GPU; several machines through torchrun's usual
+rendezvous)::
+
+    torchrun --nproc_per_node=4 my_script.py
+
+    # my_script.py
+    from avalanche_tmc.distributed import init_parallel, train_parallel
+    rank, world_size = init_parallel()            # the process group torchrun describes
+    strategy = TMCStrategy(model=..., ...)        # built the same way on every process
+    report = train_parallel(strategy, benchmark.train_stream, seed=0)
+    # every process: strategy.composed_delta is the composition of all experiences
+
+Without torchrun (no ``RANK``/``WORLD_SIZE`` in the environment) the same calls train the
+experiences one after the other in this process.
+
+Seeds: for the parallel run to equal a sequential one, each component must be a function
+of its own data and seed. ``seed=s`` calls ``torch.manual_seed(s + experience id)`` before
+each experience, in the parallel and the sequential case alike (``train_parallel`` on one
+process *is* that sequential reference).
+
+Failures never hang the job. A process whose training raises still joins the composition
+and reports the error; every process then raises :class:`ParallelTrainingError` naming the
+rank and the experience, and every strategy is left as before the call (all or nothing).
+A process that hangs, is killed or crashes is caught by a monitored barrier with a timeout
+(``timeout`` seconds, counted from when a process finishes its own share): the message
+names the ranks that did not arrive and the experiences they were training.
+
+What Avalanche offers and what is used. ``avalanche.distributed.DistributedHelper`` is
+used for the rank, the world size, the broadcast of components and the gathering of the
+processes' reports (its ``broadcast``/``gather_all`` move tensors to the GPU for NCCL and
+gather tensors of different sizes), and its ``check_equal_objects`` checks that every
+process built the same stream, base model and settings. Not used:
+``DistributedHelper.init_distributed`` (it sets no timeout on collectives, which a failing
+run needs, and it requires ``LOCAL_RANK``) and ``wrap_model`` with Avalanche's
+``DistributedSampler`` loaders: those make *data-parallel* training of one model (one
+experience sharded over the processes, gradients all-reduced at every step), which is not
+TMC's parallelism (whole experiences per process, one exchange at the end). The tangent
+and analytic strategies therefore never shard an experience's data over the processes
+(:class:`UnshardedLoaders`).
+"""
+
+import json
+import os
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from avalanche.distributed import DistributedHelper
+from torch import Tensor
+
+from .component_files import state_dict_sha256
+from .safety import check_new_experience_ids, replay_plugin_names
+
+__all__ = [
+    "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelReport", "UnshardedLoaders", "init_parallel",
+    "shutdown_parallel", "assign_experiences", "train_parallel",
+]
+
+DEFAULT_TIMEOUT = 3600.0
+"""Seconds a process waits at the composition for the others (after finishing its own share)."""
+
+
+class ParallelTrainingError(RuntimeError):
+    """A parallel run failed: a rank's training raised, or a rank did not reach the
+    composition in time. The message names the rank(s) and experience(s); every strategy
+    is as before :func:`train_parallel`."""
+
+
+@dataclass
+class ParallelReport:
+    """What :func:`train_parallel` did on this process."""
+
+    rank: int
+    world_size: int
+    assignment: Dict[int, List[Any]]  # rank -> experience ids it trained
+    train_seconds: float = 0.0  # this process's own experiences
+    wait_seconds: float = 0.0  # at the composition, for the slowest process
+    communicate_seconds: float = 0.0  # the all-reduce and the broadcasts
+    bytes_reduced: int = 0  # size of the all-reduced sum (what each process sends and receives)
+    bytes_broadcast: int = 0  # the components broadcast to every process (0 without keep_components)
+    experiences: List[Any] = field(default_factory=list)  # every experience id composed, in order
+
+
+class UnshardedLoaders:
+    """Mixin for a ``SupervisedTemplate``: its data loaders never shard an experience over
+    the processes of a ``torch.distributed`` job.
+
+    Avalanche's loaders apply a ``DistributedSampler`` whenever a process group exists
+    (data-parallel training). Tangent components and statistics are trained one whole
+    experience per process (:func:`train_parallel`), and an evaluation on one process
+    must see the whole test set. Without a process group nothing changes."""
+
+    def _obtain_common_dataloader_parameters(self, **kwargs):
+        args = super()._obtain_common_dataloader_parameters(**kwargs)
+        # Avalanche's plain-DataLoader branch (an experience without task labels) takes no
+        # such argument and never shards anyway.
+        avalanche_loader = not self.is_training or hasattr(self.experience, "task_labels")
+        if DistributedHelper.is_distributed and avalanche_loader:
+            args["distributed_sampling"] = False
+        return args
+
+
+def _check_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    return float(timeout)
+
+
+def init_parallel(backend: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT) -> Tuple[int, int]:
+    """Join the process group that torchrun (or any launcher setting ``RANK``,
+    ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) describes; returns ``(rank, world_size)``.
+
+    :param backend: ``"gloo"`` (CPU) or ``"nccl"`` (GPU); default NCCL when CUDA is
+        available, else gloo. With NCCL the process uses GPU ``LOCAL_RANK``.
+    :param timeout: seconds before a collective gives up (a rank that never arrives).
+
+    Already in a process group: returns its rank and size. No launcher environment:
+    ``(0, 1)`` and no group (:func:`train_parallel` then trains sequentially).
+    """
+    timeout = _check_timeout(timeout)
+    if dist.is_available() and dist.is_initialized():
+        return DistributedHelper.rank, DistributedHelper.world_size
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return 0, 1
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def shutdown_parallel() -> None:
+    """Leave the process group (if any): call it at the end of a torchrun script."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def assign_experiences(sizes: Sequence[int], world_size: int) -> List[List[int]]:
+    """Which experiences (indices into ``sizes``) each rank trains: the largest first, each
+    to the least loaded rank (ties: the lower rank), so ranks finish close together.
+    Deterministic: every process computes the same assignment."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}.")
+    loads, shares = [0] * world_size, [[] for _ in range(world_size)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-int(sizes[i]), i)):
+        rank = min(range(world_size), key=lambda r: (loads[r], r))
+        shares[rank].append(i)
+        loads[rank] += int(sizes[i])
+    return [sorted(share) for share in shares]
+
+
+# ---------------------------------------------------------------------------- learners
+
+
+class _Learner:
+    """What :func:`train_parallel` needs of a strategy: its composition set aside during
+    the local training, the local sum, each local component, and the final state."""
+
+    payload = ""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.saved = None
+
+    def learned(self):
+        raise NotImplementedError
+
+    def set_aside(self) -> None:
+        raise NotImplementedError
+
+    def put_back(self) -> None:
+        raise NotImplementedError
+
+    def local(self):
+        """The composition of this process's experiences."""
+        raise NotImplementedError
+
+    def layout(self) -> Optional[List[Tuple[str, List[int], str]]]:
+        """(name, shape, dtype) of the summed tensors, or None when unknown here."""
+        raise NotImplementedError
+
+    def local_sum(self) -> Optional["OrderedDict[str, Tensor]"]:
+        raise NotImplementedError
+
+    def local_component(self, key) -> "OrderedDict[str, Tensor]":
+        raise NotImplementedError
+
+    def local_weights(self) -> Dict[Any, float]:
+        raise NotImplementedError
+
+    def keep_components(self) -> bool:
+        return self.local().keep_components
+
+    def install(self, order, weights, total, components, experiences) -> None:
+        raise NotImplementedError
+
+    def settings(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def record_classes(self, experiences, holder) -> None:
+        """Every experience's classes, as if trained here: the task mask's and the
+        per-experience record (``holder.component_classes``) that component files carry."""
+        from .plugin import TaskMaskPlugin, experience_task_classes
+
+        for exp in experiences:
+            holder.component_classes[exp.current_experience] = {
+                t: sorted(c) for t, c in experience_task_classes(exp).items()}
+        for plugin in self.strategy.plugins:
+            if isinstance(plugin, TaskMaskPlugin):
+                for exp in experiences:
+                    plugin.record_training_experience(exp)
+
+
+def _layout(tensors) -> List[Tuple[str, List[int], str]]:
+    return [(name, list(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()]
+
+
+class _TangentLearner(_Learner):
+    payload = "delta"
+
+    def __init__(self, strategy):
+        super().__init__(strategy)
+        self.plugin = strategy.tangent_plugin
+        if self.plugin.mode == "tmc-seq":
+            raise ValueError(
+                "TMC-Seq cannot train in parallel: each of its components starts from the composition of the "
+                "experiences before it, so experience t must wait for t-1 (sequential by definition). Use "
+                "TMCStrategy or TMEStrategy (independent components) for parallel or federated training.")
+
+    def learned(self):
+        return self.plugin.composition
+
+    def set_aside(self) -> None:
+        from .composition import DeltaComposition
+
+        self.saved = self.plugin.composition
+        self.plugin.composition = DeltaComposition(keep_components=self.saved.keep_components)
+
+    def put_back(self) -> None:
+        if self.saved is not None:
+            self.plugin.composition, self.saved = self.saved, None
+
+    def local(self):
+        return self.plugin.composition
+
+    def layout(self):
+        return _layout(self.strategy.model.delta)
+
+    def local_sum(self):
+        return self.local()._sum if len(self.local()) else None
+
+    def local_component(self, key):
+        return self.local().components[key]
+
+    def local_weights(self):
+        return self.local().weights
+
+    def install(self, order, weights, total, components, experiences) -> None:
+        composition, model = self.saved, self.strategy.model
+        state = composition.snapshot()
+        previous = state["sum"]
+        state["sum"] = total if previous is None else OrderedDict(
+            (n, previous[n] + total[n].to(previous[n])) for n in previous)
+        if state["template"] is None:
+            state["template"] = OrderedDict((n, torch.zeros_like(t)) for n, t in total.items())
+        for key in order:
+            state["total_weight"] += float(weights[key])
+            state["weights"][key] = float(weights[key])
+            if components is not None:
+                state["components"][key] = components[key]
+        composition.restore(state)
+        self.put_back()
+        self.plugin._replayed.update({key: [] for key in order})
+        self.record_classes(experiences, self.plugin)
+        model.load_delta(composition.composed())
+
+    def settings(self):
+        return dict(mode=self.plugin.mode, weighting=self.plugin.weighting,
+                    fingerprint=self.strategy.model.base_fingerprint())
+
+
+class _StatisticsLearner(_Learner):
+    payload = "statistics"
+
+    def learned(self):
+        return self.strategy.statistics
+
+    def set_aside(self) -> None:
+        from .statistics import StatisticsComposition
+
+        self.saved = self.strategy.statistics
+        self.strategy.statistics = StatisticsComposition(keep_components=self.saved.keep_components)
+
+    def put_back(self) -> None:
+        if self.saved is not None:
+            self.strategy.statistics, self.saved = self.saved, None
+
+    def local(self):
+        return self.strategy.statistics
+
+    def layout(self):
+        return _layout(self.local_sum()) if len(self.local()) else None
+
+    def local_sum(self):
+        return self.local().summed() if len(self.local()) else None
+
+    def local_component(self, key):
+        return self.local().components[key]
+
+    def local_weights(self):
+        return {key: None for key in self.local().keys}  # statistics carry their sample count
+
+    def install(self, order, weights, total, components, experiences) -> None:
+        from .statistics import add_statistics
+
+        statistics, strategy = self.saved, self.strategy
+        statistics._sum = total if statistics._sum is None else add_statistics(statistics._sum, total)
+        statistics._keys.extend(order)
+        if components is not None:
+            statistics._components.update((key, components[key]) for key in order)
+        self.put_back()
+        strategy._replayed.update({key: [] for key in order})
+        self.record_classes(experiences, strategy)
+        strategy.model.fit(statistics.summed(), strategy.ridge_lambda)
+
+    def settings(self):
+        model = self.strategy.model
+        features = model.features.state_dict()
+        return dict(head=model.head, projection_dim=model.projection_dim, seed=model.seed,
+                    num_classes=model.num_classes, features=state_dict_sha256(features))
+
+
+def _learner_for(strategy) -> _Learner:
+    from .analytic import AnalyticHeadStrategy
+
+    if hasattr(strategy, "tangent_plugin"):
+        return _TangentLearner(strategy)
+    if isinstance(strategy, AnalyticHeadStrategy):
+        return _StatisticsLearner(strategy)
+    raise TypeError(
+        f"train_parallel trains TMCStrategy, TMEStrategy or AnalyticHeadStrategy (independent components or "
+        f"statistics), got {type(strategy).__name__}.")
+
+
+# ---------------------------------------------------------------------------- collectives
+
+
+def _flatten(tensors: "OrderedDict[str, Tensor]", layout, dtype) -> Tensor:
+    return torch.cat([tensors[name].detach().reshape(-1).to(dtype) for name, _, _ in layout])
+
+
+def _unflatten(flat: Tensor, layout, device) -> "OrderedDict[str, Tensor]":
+    out, offset = OrderedDict(), 0
+    for name, shape, dtype in layout:
+        numel = 1
+        for s in shape:
+            numel *= s
+        out[name] = flat[offset:offset + numel].reshape(shape).to(device=device, dtype=getattr(torch, dtype)).clone()
+        offset += numel
+    return out
+
+
+def _comm_device() -> torch.device:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _describe_shares(assignment: Dict[int, List[Any]]) -> str:
+    return ", ".join(f"rank {r}: experiences {ids}" for r, ids in assignment.items())
+
+
+def _control_group():
+    """The group of the monitored barrier: it needs gloo (the default group with gloo,
+    else a gloo group beside NCCL's), made while every process is present."""
+    return None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+
+
+def _wait_for_all(group, rank: int, assignment: Dict[int, List[Any]], timeout: float) -> None:
+    """A monitored barrier with a timeout: rank 0 names the ranks that do not arrive."""
+    try:
+        dist.monitored_barrier(group=group, timeout=timedelta(seconds=timeout), wait_all_ranks=True)
+    except RuntimeError as error:
+        text = str(error)
+        found = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
+        if rank == 0 and found:
+            missing = [int(r) for r in re.findall(r"\d+", found.group(1))]
+            what = "; ".join(f"rank {r} (experiences {assignment.get(r, [])})" for r in missing)
+            raise ParallelTrainingError(
+                f"{what} did not reach the composition within {timeout:g} s after rank 0 finished its share: "
+                "it hung, was killed or crashed while training. Nothing was composed; this process's strategy is "
+                "as before train_parallel().") from error
+        raise ParallelTrainingError(
+            f"rank {rank} lost the other processes at the composition (within {timeout:g} s): a rank hung, was "
+            f"killed or crashed while training ({_describe_shares(assignment)}); rank 0's error names it. Nothing "
+            f"was composed. ({type(error).__name__}: {text.splitlines()[0] if text else ''})") from error
+
+
+def _gather_json(obj: Dict[str, Any]) -> List[Dict[str, Any]]:
+    payload = torch.tensor(list(json.dumps(obj, default=str).encode()), dtype=torch.uint8)
+    gathered = DistributedHelper.gather_all(payload)
+    return [json.loads(bytes(t.to("cpu").tolist()).decode()) for t in gathered]
+
+
+def _check_same_setup(setup: Dict[str, Any], rank: int) -> None:
+    try:
+        DistributedHelper.check_equal_objects(setup)
+    except ValueError as error:
+        raise ParallelTrainingError(
+            f"rank {rank}: the processes did not build the same stream, base model and settings ({error}). Every "
+            "process must build the same strategy (same pre-trained weights, head seed, linearized parameters) "
+            "and the same benchmark, and pass the same seed.") from error
+
+
+# ---------------------------------------------------------------------------- train_parallel
+
+
+def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = None,
+                   timeout: float = DEFAULT_TIMEOUT, **train_kwargs) -> ParallelReport:
+    """Train ``experiences`` across the processes of the current ``torch.distributed`` job
+    and compose them on every process (see the module docstring).
+
+    Call it on every process, with a strategy and a stream built the same way everywhere.
+
+    :param strategy: a :class:`~avalanche_tmc.strategies.TMCStrategy`,
+        :class:`~avalanche_tmc.strategies.TMEStrategy` or
+        :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy` (TMC-Seq is refused, and so
+        are replay plugins: their components are not independent).
+    :param experiences: the training experiences (a stream or a list); each is trained
+        whole by one process (:func:`assign_experiences`).
+    :param seed: ``torch.manual_seed(seed + experience id)`` before each experience, so
+        a component depends on its own data and seed only (``None``: no seeding).
+    :param timeout: seconds a process waits at the composition for the others.
+    :param train_kwargs: passed to ``strategy.train`` (e.g. ``num_workers``).
+    :returns: a :class:`ParallelReport`. Without a process group (or with one process)
+        the experiences are trained here, one after the other, with the same seeding.
+    :raises ParallelTrainingError: a rank failed or did not arrive (with one process, the
+        training's own exception is raised). The strategy is then as before the call.
+    """
+    timeout = _check_timeout(timeout)
+    experiences = list(experiences)
+    learner = _learner_for(strategy)
+    replay = replay_plugin_names(strategy)
+    if replay:
+        raise ValueError(f"train_parallel refuses replay plugins ({replay}): a replaying component holds earlier "
+                         "experiences' samples, so experiences are no longer independent.")
+    check_new_experience_ids(experiences, learner.learned())
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world = (DistributedHelper.rank, DistributedHelper.world_size) if distributed else (0, 1)
+    ids = [exp.current_experience for exp in experiences]
+    shares = assign_experiences([len(exp.dataset) for exp in experiences], world)
+    assignment = {r: [ids[i] for i in share] for r, share in enumerate(shares)}
+    report = ParallelReport(rank=rank, world_size=world, assignment=assignment, experiences=ids)
+    control = None
+    if world > 1:
+        control = _control_group()
+        _check_same_setup(dict(experiences=ids, sizes=[len(exp.dataset) for exp in experiences], seed=seed,
+                               payload=learner.payload, settings=learner.settings()), rank)
+    template, before = strategy._snapshot_template(), strategy._snapshot_learner()
+    learner.set_aside()
+    try:
+        failure = failed_with = None
+        start = time.perf_counter()
+        for i in shares[rank]:
+            try:
+                if seed is not None:
+                    torch.manual_seed(int(seed) + int(ids[i]))
+                strategy.train(experiences[i], **train_kwargs)
+            except Exception as error:  # reported to every rank below
+                if world == 1:
+                    raise
+                failure = dict(experience=ids[i], error=f"{type(error).__name__}: {error}"[:2000])
+                failed_with = error
+                break
+        report.train_seconds = time.perf_counter() - start
+        _compose(learner, experiences, ids, shares, control, assignment, (failure, failed_with), report, timeout)
+    except BaseException:
+        learner.put_back()
+        strategy._restore_learner(before)
+        strategy._restore_template(template)
+        raise
+    return report
+
+
+def _compose(learner: _Learner, experiences, ids, shares, control, assignment, failure, report: ParallelReport,
+             timeout: float) -> None:
+    """Exchange the ranks' reports, then all-reduce the sum and broadcast the components."""
+    rank, world = report.rank, report.world_size
+    failure, local_error = failure
+    status = dict(rank=rank, failure=failure, weights=[[k, w] for k, w in learner.local_weights().items()],
+                  layout=learner.layout())
+    start = time.perf_counter()
+    if world > 1:
+        _wait_for_all(control, rank, assignment, timeout)
+        statuses = _gather_json(status)
+    else:
+        statuses = [status]
+    report.wait_seconds = time.perf_counter() - start
+    failed = [s for s in statuses if s["failure"]]
+    if failed:
+        raise ParallelTrainingError("; ".join(
+            f"rank {s['rank']} failed on experience {s['failure']['experience']} ({s['failure']['error']})"
+            for s in failed) + ". Nothing was composed: every process's strategy is as before train_parallel().") \
+            from local_error
+    layouts = [s["layout"] for s in statuses if s["layout"] is not None]
+    if not layouts:
+        return  # nothing was trained anywhere (an empty stream)
+    layout = [tuple(entry) for entry in layouts[0]]
+    for s in statuses:
+        if s["layout"] is not None and [tuple(e) for e in s["layout"]] != layout:
+            raise ParallelTrainingError(
+                f"rank {s['rank']}'s components have other names, shapes or types than rank "
+                f"{statuses[0]['rank']}'s: the processes did not build the same model.")
+    weights = {}
+    for s in statuses:
+        weights.update((key, w) for key, w in s["weights"])
+    order = list(ids)
+    dtypes = {dtype for _, _, dtype in layout}
+    dtype = getattr(torch, dtypes.pop()) if len(dtypes) == 1 else torch.float64
+    local_sum = learner.local_sum()
+    flat = _flatten(local_sum, layout, dtype) if local_sum is not None else torch.zeros(
+        sum(int(torch.Size(shape).numel()) for _, shape, _ in layout), dtype=dtype)
+    device = next(iter(local_sum.values())).device if local_sum is not None else torch.device("cpu")
+    start = time.perf_counter()
+    if world > 1:
+        flat = flat.to(_comm_device())
+        dist.all_reduce(flat)
+    total = _unflatten(flat, layout, device)
+    report.bytes_reduced = flat.numel() * flat.element_size()
+    components = None
+    if learner.keep_components():
+        components = {}
+        owner = {ids[i]: r for r, share in enumerate(shares) for i in share}
+        for key in order:
+            if owner[key] == rank:
+                tensor = _flatten(learner.local_component(key), layout, dtype)
+            else:
+                tensor = torch.empty(flat.numel(), dtype=dtype)
+            if world > 1:
+                tensor = DistributedHelper.broadcast(tensor, src=owner[key])
+                report.bytes_broadcast += tensor.numel() * tensor.element_size()
+            components[key] = _unflatten(tensor, layout, device)
+    report.communicate_seconds = time.perf_counter() - start
+    learner.install(order, weights, total, components, experiences)
