@@ -32,7 +32,7 @@ OFFLINE = dict(
 MAIN_REGIME = "blocks.4"
 MAIN_TUNED = {  # scenario -> (tangent Adam lr, tangent epochs, SGD lr, SGD epochs), from tuning.csv
     "class": (1e-2, 5, 1e-2, 5),
-    "data": (1e-2, 5, 1e-2, 5),
+    "data": (1e-3, 5, 1e-2, 5),
 }
 
 
