@@ -16,7 +16,7 @@ an experience exactly: the head equals the one solved without that experience.
 
 import copy
 from collections import OrderedDict
-from typing import Callable, Hashable, List, Optional, Union
+from typing import Callable, Dict, Hashable, List, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -234,6 +234,32 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
     def components(self) -> "OrderedDict[Hashable, HeadStats]":
         """Experience id -> that experience's statistics."""
         return self.statistics.components
+
+    def install_component(self, key: Hashable, stats: HeadStats, classes: Optional[Dict[int, List[int]]] = None
+                          ) -> None:
+        """Add an experience's statistics computed elsewhere (another process, a file) as if
+        learned here (``classes``: task label -> classes, for the task mask), and re-solve
+        the head."""
+        if key in self.statistics:
+            raise KeyError(f"Experience {key} was already learned; forget it first.")
+        self.statistics.add(key, stats)
+        self._replayed[key] = []
+        self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in (classes or {}).items()}
+        for plugin in self.plugins:
+            if isinstance(plugin, TaskMaskPlugin):
+                plugin.record_task_classes(self.component_classes[key])
+        self.model.fit(self.statistics.summed(), self.ridge_lambda)
+
+    def load_components(self, paths) -> List[Hashable]:
+        """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
+        checked against this model (feature network, head type, projection, classes)
+        before any is added; returns their experience ids."""
+        from .component_files import components_for
+
+        components = components_for(paths, self.model, self.statistics)
+        for component in components:
+            self.install_component(component.experience, component.tensors, component.classes)
+        return [c.experience for c in components]
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None) -> None:
         """Remove an experience exactly and re-solve the head. Refused when a later

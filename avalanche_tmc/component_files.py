@@ -49,6 +49,7 @@ __all__ = [
     "state_dict_sha256", "tangent_base", "statistics_base", "model_reference", "tangent_component",
     "statistics_component",
     "strategy_components", "save_component", "load_component", "component_paths", "load_components",
+    "components_for",
     "check_same_base", "compose_components", "forget_component", "composed_delta", "describe",
 ]
 
@@ -474,6 +475,34 @@ def load_components(paths: Union[str, Sequence[str]]) -> List[Component]:
         return c.kind != "component", not numeric, c.experience if numeric else str(c.experience)
 
     return sorted(loaded, key=order)
+
+
+def components_for(paths: Union[str, Sequence[str]], model, learned=(), name: str = "this strategy's model"
+                   ) -> List[Component]:
+    """The component files of ``paths`` (a directory: its ``.safetensors``), ordered by
+    experience, each checked before any is used: a component (not a composition), of
+    ``model``'s base, an experience not in ``learned`` and not twice.
+
+    :raises IncompatibleComponentsError: naming the file and what does not fit.
+    """
+    components = load_components(paths)
+    reference = model_reference(model, name)
+    seen: Dict[str, str] = {}
+    for component in components:
+        if component.kind != "component":
+            raise IncompatibleComponentsError(
+                f"{component.name()} is a composition: a strategy is built from component files (one per "
+                "experience); load a composition into a model with its δ (component_files.composed_delta).")
+        check_same_base(reference, component)
+        if component.experience in learned:
+            raise IncompatibleComponentsError(f"Experience {component.experience} ({component.name()}) is already "
+                                              "learned by this strategy; forget it first.")
+        key = json.dumps(component.experience)
+        if key in seen:
+            raise IncompatibleComponentsError(f"{seen[key]} and {component.name()} hold the same experience "
+                                              f"{component.experience}.")
+        seen[key] = component.name()
+    return components
 
 
 # ---------------------------------------------------------------------------- composing and forgetting

@@ -147,23 +147,11 @@ class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
             another base (naming the difference), an experience already composed, a
             composition file (load its component files instead).
         """
-        from .component_files import IncompatibleComponentsError, check_same_base, load_components, model_reference
+        from .component_files import components_for
 
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
-        components = load_components(paths)
-        reference = model_reference(self.model, "this strategy's model")
-        for component in components:
-            if component.kind != "component":
-                raise IncompatibleComponentsError(
-                    f"{component.name()} is a composition: a strategy is built from component files (one per "
-                    "experience); load a composition into a model with its δ (component_files.composed_delta).")
-            check_same_base(reference, component)
-            if component.experience in self.tangent_plugin.composition:
-                raise IncompatibleComponentsError(f"Experience {component.experience} ({component.name()}) is "
-                                                  "already composed in this strategy; forget it first.")
-        if len({repr(c.experience) for c in components}) != len(components):
-            raise IncompatibleComponentsError(f"Two files hold the same experience: {[c.path for c in components]}.")
+        components = components_for(paths, self.model, self.tangent_plugin.composition)
         for component in components:
             self.tangent_plugin.install_component(self.model, component.experience, component.tensors,
                                                   component.weight, component.classes)
