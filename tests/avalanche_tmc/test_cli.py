@@ -1,0 +1,170 @@
+"""The ``avalanche-tmc`` command line, end to end in subprocesses on a tiny model (the
+federated story: two silos, a composer, a forgotten silo component; and the same training
+under torchrun), then every documented exit code."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from avalanche_tmc import TangentModel
+from avalanche_tmc.cli import (
+    EXIT_BAD_FILE,
+    EXIT_FACTORY,
+    EXIT_INCOMPATIBLE,
+    EXIT_OK,
+    EXIT_TRAINING,
+    EXIT_USAGE,
+    main,
+)
+from avalanche_tmc.component_files import compose_components, composed_delta, load_component
+from tests.avalanche_tmc import cli_factories
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTORIES = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data", "tests.avalanche_tmc.cli_factories:data",
+             "--option", "tasks=3"]
+TRAIN = ["--epochs", "2", "--lr", "1e-2", "--batch-size", "16", "--quiet", *FACTORIES]
+
+
+def _cli(*args, launcher=None, timeout=240):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONWARNINGS="ignore")
+    command = launcher or [sys.executable, "-m", "avalanche_tmc.cli"]
+    done = subprocess.run([*command, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return done
+
+
+def _ok(done):
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    return done.stdout
+
+
+def _accuracy(delta, bm) -> float:
+    model = TangentModel(cli_factories.model(tasks=3))
+    right = total = 0
+    with torch.no_grad():
+        for exp in bm.test_stream:
+            for x, y, *_ in DataLoader(exp.dataset, batch_size=256):
+                right += int((model.forward_with(x, delta).argmax(1) == y).sum())
+                total += len(y)
+    return right / total
+
+
+@pytest.fixture(scope="module")
+def silos(tmp_path_factory):
+    """Silo A trains experience 0, silo B experiences 1 and 2, a composer composes them."""
+    root = tmp_path_factory.mktemp("federated")
+    assert "wrote" in _ok(_cli("train-component", "--experience", 0, "--out", root / "silo_a", *TRAIN))
+    _ok(_cli("train-component", "--experience", 1, 2, "--out", root / "silo_b", *TRAIN))
+    out = _ok(_cli("compose", root / "silo_a", root / "silo_b", "--out", root / "composed.safetensors"))
+    assert "experiences [0, 1, 2]" in out
+    return root
+
+
+def test_two_silos_compose_and_the_composition_is_evaluated(silos):
+    files = [load_component(str(silos / d / f"experience-{e}.safetensors"))
+             for d, e in (("silo_a", 0), ("silo_b", 1), ("silo_b", 2))]
+    composition = load_component(str(silos / "composed.safetensors"))
+    expected = compose_components(files)
+    assert composition.experiences == [0, 1, 2]
+    assert all(torch.equal(composition.tensors[n], expected.tensors[n]) for n in expected.tensors)
+    report = json.loads(_ok(_cli("evaluate", silos / "composed.safetensors", "--json", "--quiet", *FACTORIES)))
+    bm = cli_factories.data(tasks=3)
+    assert report["samples"] == sum(len(e.dataset) for e in bm.test_stream)
+    assert report["accuracy"] == pytest.approx(_accuracy(composed_delta(composition), bm), abs=1e-9)
+    assert report["accuracy"] > 0.5  # the 10 digits in 3 experiences: far above chance (0.1)
+    # a silo's file is the same computation wherever it runs (seed + experience id)
+    from avalanche_tmc import TMCStrategy
+    from avalanche_tmc.distributed import train_parallel
+
+    here = TMCStrategy(model=TangentModel(cli_factories.model(tasks=3)), lr=1e-2, train_mb_size=16, train_epochs=2,
+                       evaluator=None)
+    train_parallel(here, bm.train_stream[:1], seed=0)
+    for name, value in here.components[0].items():
+        assert torch.allclose(files[0].tensors[name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_forgetting_one_silo_component_equals_composing_the_rest(silos):
+    out = _ok(_cli("forget", silos / "composed.safetensors", silos / "silo_b" / "experience-2.safetensors",
+                   "--out", silos / "rest.safetensors"))
+    assert "experiences [0, 1]" in out
+    rest = load_component(str(silos / "rest.safetensors"))
+    expected = compose_components([load_component(str(silos / "silo_a" / "experience-0.safetensors")),
+                                   load_component(str(silos / "silo_b" / "experience-1.safetensors"))])
+    assert rest.experiences == [0, 1] and rest.weight == expected.weight
+    for name, value in expected.tensors.items():
+        assert torch.allclose(rest.tensors[name], value, rtol=1e-5, atol=1e-7)
+    # the installed console script reads it
+    script = Path(sys.executable).with_name("avalanche-tmc")
+    info = json.loads(_ok(_cli("inspect", silos / "rest.safetensors", "--json", launcher=[str(script)])))
+    assert info[0]["kind"] == "composition" and info[0]["experiences"] == [0, 1]
+    assert info[0]["base"]["head_size"] == 10
+    assert info[0]["classes"] == {str(task): classes for task, classes in rest.classes.items()}
+
+
+def test_train_component_under_torchrun_shares_the_experiences(silos, tmp_path):
+    start = time.time()
+    done = _cli("train-component", "--experience", "all", "--out", tmp_path, *TRAIN,
+                launcher=[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                          "avalanche_tmc.cli"])
+    out = _ok(done)
+    assert "(rank 0)" in out and "(rank 1)" in out and time.time() - start < 200
+    for directory, exp in (("silo_a", 0), ("silo_b", 1), ("silo_b", 2)):
+        parallel = load_component(str(tmp_path / f"experience-{exp}.safetensors"))
+        alone = load_component(str(silos / directory / f"experience-{exp}.safetensors"))
+        assert parallel.base == alone.base and parallel.members[0]["classes"] == alone.members[0]["classes"]
+        for name, value in alone.tensors.items():  # same data and seed; 1 vs 2 threads
+            assert torch.allclose(parallel.tensors[name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_help_describes_the_commands_and_exit_codes(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("train-component", "compose", "forget", "inspect", "evaluate", "exit codes", "4  files that do not"):
+        assert word in text
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train-component", "--help"])
+    assert "--experience" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compose"])  # a missing argument: argparse's usage error
+    assert exit_info.value.code == EXIT_USAGE
+
+
+def test_exit_codes(silos, tmp_path, capsys):
+    composed = str(silos / "composed.safetensors")
+    assert main(["inspect", composed]) == EXIT_OK
+    # 2: an experience the data does not have; an output that exists
+    assert main(["train-component", "--experience", "7", "--out", str(tmp_path), *TRAIN]) == EXIT_USAGE
+    assert "not in the data's training stream" in capsys.readouterr().err
+    assert main(["compose", str(silos / "silo_a"), "--out", composed]) == EXIT_USAGE
+    # 3: a truncated file
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(Path(composed).read_bytes()[:100])
+    assert main(["inspect", str(truncated)]) == EXIT_BAD_FILE
+    assert "truncated" in capsys.readouterr().err
+    # 4: a component of another base model, a file forgotten that is not in the composition
+    assert main(["train-component", "--experience", "2", "--out", str(tmp_path / "wide"), *TRAIN, "--option",
+                 "width=8"]) == EXIT_OK
+    assert main(["compose", str(silos / "silo_a"), str(tmp_path / "wide"), "--out",
+                 str(tmp_path / "x.safetensors")]) == EXIT_INCOMPATIBLE
+    assert "linearized parameters differ" in capsys.readouterr().err
+    assert main(["forget", composed, str(tmp_path / "wide" / "experience-2.safetensors"), "--out",
+                 str(tmp_path / "y.safetensors")]) == EXIT_INCOMPATIBLE
+    assert main(["evaluate", composed, "--quiet", *FACTORIES, "--option", "width=8"]) == EXIT_INCOMPATIBLE
+    # 5: a factory that cannot be imported or rejects an option
+    assert main(["evaluate", composed, "--model", "no_such_module:model", *FACTORIES[2:]]) == EXIT_FACTORY
+    assert "Cannot import 'no_such_module'" in capsys.readouterr().err
+    assert main(["evaluate", composed, *FACTORIES, "--option", "colour=1"]) == EXIT_FACTORY
+    # 6: training diverges
+    assert main(["train-component", "--experience", "0", "--out", str(tmp_path / "diverged"), *TRAIN,
+                 "--lr", "1e30"]) == EXIT_TRAINING
+    assert "diverged" in capsys.readouterr().err
+    assert not (tmp_path / "diverged" / "experience-0.safetensors").exists()
