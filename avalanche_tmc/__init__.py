@@ -5,6 +5,20 @@ import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvisio
 from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
 from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from .batchnorm import reestimate_batchnorm
+from .component_files import (
+    Component,
+    ComponentFileError,
+    IncompatibleComponentsError,
+    compose_components,
+    composed_delta,
+    forget_component,
+    load_component,
+    load_components,
+    save_component,
+    statistics_component,
+    strategy_components,
+    tangent_component,
+)
 from .composition import (
     DeltaComposition,
     add_deltas,
@@ -15,6 +29,7 @@ from .composition import (
     weighted_sum,
     zeros_like_delta,
 )
+from .distributed import ParallelReport, ParallelTrainingError, init_parallel, shutdown_parallel, train_parallel
 from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
 from .fast_tangent import TracingError
 from .losses import RescaledSquareLoss
@@ -73,4 +88,21 @@ __all__ = [
     "adapt_features",
     "fine_tune",
     "select_adaptation",
+    "train_parallel",
+    "init_parallel",
+    "shutdown_parallel",
+    "ParallelTrainingError",
+    "ParallelReport",
+    "Component",
+    "ComponentFileError",
+    "IncompatibleComponentsError",
+    "tangent_component",
+    "statistics_component",
+    "strategy_components",
+    "save_component",
+    "load_component",
+    "load_components",
+    "compose_components",
+    "forget_component",
+    "composed_delta",
 ]
