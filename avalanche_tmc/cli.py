@@ -282,6 +282,7 @@ def cmd_train_component(args) -> int:
         written = []
         for component in strategy_components(strategy):
             if component.experience in mine:
+                component.settings.update(method=args.method, seed=args.seed)
                 written.append(save_component(component, paths[component.experience]))
         for path in written:
             print(f"wrote {path}" + (f" (rank {rank})" if world > 1 else ""))

@@ -45,7 +45,7 @@ from avalanche_tmc.distributed import (
 )
 from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, method_groups
 
-__all__ = ["parallelisable", "make_trainer", "ParallelTrainer"]
+__all__ = ["parallelisable", "make_trainer", "ParallelTrainer", "time_group", "main"]
 
 Trainer = Callable[[Any, Any], None]
 
@@ -158,3 +158,79 @@ def make_trainer(strategy, group: MethodGroup, bm, top, cfg: TrainConfig, proces
               "independently: tmc/tme, tmc-fc, stats-ridge, ranpac, ncm)", flush=True)
         return lambda s, data: s.train(data)
     return ParallelTrainer(group, bm, top, cfg, processes, timeout)
+
+
+def _max_difference(a, b) -> float:
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+
+def time_group(group: MethodGroup, bm, top, cfg: TrainConfig, processes: int) -> Dict[str, Any]:
+    """Wall time of the group's training: in this process (all threads, then one thread)
+    and over ``processes`` workers (process start, training, composition, files)."""
+    from avalanche_tmc.distributed import train_parallel
+
+    times, states = {}, {}
+    threads = torch.get_num_threads()
+    for label, n in ((f"sequential, {threads} threads", threads), ("sequential, 1 thread", 1)):
+        torch.set_num_threads(n)
+        torch.manual_seed(cfg.seed)
+        strategy = build_strategy(group, top, cfg, None)
+        start = time.time()
+        train_parallel(strategy, bm.train_stream, seed=cfg.seed)
+        times[label] = time.time() - start
+        states[label] = strategy
+    torch.set_num_threads(threads)
+    trainer = ParallelTrainer(group, bm, top, cfg, processes)
+    trainer.run()
+    times[f"{processes} processes"] = trainer.seconds
+    strategy = build_strategy(group, top, cfg, None)
+    trainer(strategy, list(bm.train_stream))
+    trainer.close()
+    reference = states[f"sequential, {threads} threads"]
+    if hasattr(strategy, "tangent_plugin"):
+        difference = _max_difference(strategy.composed_delta, reference.composed_delta)
+    else:
+        difference = _max_difference(strategy.statistics.summed(), reference.statistics.summed())
+    return dict(times=times, reports=trainer.reports, difference=difference)
+
+
+def main(argv=None) -> None:
+    """``python -m benchmarks.parallel``: sequential vs parallel wall time of method groups
+    on a preset's first run (the numbers of the README's scale-out section)."""
+    import argparse
+
+    from benchmarks.presets import PRESETS
+    from benchmarks.run import prepare
+    from benchmarks.scenarios import make_scenario
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--groups", default="tangent,stats-ridge")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=None, help="tangent epochs (default: the preset's)")
+    args = parser.parse_args(argv)
+    run = PRESETS[args.preset][0]
+    train, test, top = prepare(run)
+    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
+    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=args.epochs or run["epochs"],
+                      batch_size=run["batch_size"], lr_tangent=run["lr_tangent"], beta=run["beta"])
+    groups = {g.name: g for g in method_groups()}
+    for name in args.groups.split(","):
+        result = time_group(groups[name], bm, top, cfg, args.processes)
+        times = result["times"]
+        parallel = times[f"{args.processes} processes"]
+        print(f"{name} ({len(bm.train_stream)} experiences, {cfg.epochs} epochs): " + ", ".join(
+            f"{label} {t:.1f} s" for label, t in times.items()))
+        for label, t in times.items():
+            if label.startswith("sequential"):
+                print(f"  vs {label}: speed-up {t / parallel:.2f}, efficiency {t / (args.processes * parallel):.0%}")
+        report = result["reports"][0]
+        print("  per rank: " + "; ".join(
+            f"rank {i} train {r['train_seconds']:.1f} s, wait {r['wait_seconds']:.1f} s, communicate "
+            f"{r['communicate_seconds']:.2f} s" for i, r in enumerate(result["reports"]))
+              + f"; all-reduce {report['bytes_reduced']:,} bytes, broadcasts {report['bytes_broadcast']:,} bytes; "
+              f"max |parallel - sequential| {result['difference']:.2g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
