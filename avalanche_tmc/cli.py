@@ -34,6 +34,7 @@ import importlib
 import json
 import os
 import sys
+import textwrap
 import traceback
 from typing import Any, Callable, Dict, Optional, Sequence
 
@@ -427,15 +428,37 @@ def _factory_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-batch-size", type=int, default=256, help="batch size of evaluation and statistics")
 
 
+def _output_arguments(parser: argparse.ArgumentParser, metavar: str, written: str, replaced: str) -> None:
+    parser.add_argument("--out", required=True, metavar=metavar, help=written)
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {replaced}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _files_argument(parser: argparse.ArgumentParser, what: str, json_output: bool = False) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help=what)
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _command(commands, name: str, run, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand with its one-line ``summary``, wrapped ``description``, the exit codes
+    below its options, and ``run`` as what it does."""
+    parser = commands.add_parser(name, formatter_class=_Formatter, epilog=EXIT_CODES, help=summary,
+                                 description=textwrap.fill(description, 88))
+    parser.set_defaults(run=run)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``avalanche-tmc`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="avalanche-tmc", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train tangent components (or head statistics) one experience at a time, in separate places, "
+        description=textwrap.fill(
+                    "Train tangent components (or head statistics) one experience at a time, in separate places, "
                     "and compose, forget, inspect and evaluate them as safetensors files. The network and the data "
                     "come from --model and --data factories ('module:function', called with the --option pairs); "
                     "the defaults are this checkout's offline benchmark (scikit-learn's digits, EfficientNet-Lite0 "
-                    "at 32 px, 5 class-incremental experiences; run from the checkout).",
+                    "at 32 px, 5 class-incremental experiences; run from the checkout).", 88),
         epilog="example (two silos and a composer):\n"
                "  avalanche-tmc train-component --experience 0 --out silo_a/\n"
                "  avalanche-tmc train-component --experience 1 2 --out silo_b/\n"
@@ -445,16 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
                "\n'avalanche-tmc COMMAND --help' describes each command.\n\n" + EXIT_CODES)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    train = commands.add_parser(
-        "train-component", formatter_class=_Formatter, epilog=EXIT_CODES,
-        help="train experiences of the data and write one component file each",
-        description="Train each named experience of the data's training stream on its own, from the pre-trained "
-                    "network, and write it to OUT/experience-<id>.safetensors. Run it under 'torchrun "
-                    "--nproc_per_node=N' to share the experiences among N processes (gloo on CPU, NCCL on GPU); "
-                    "each process writes the files of the experiences it trained.")
+    train = _command(
+        commands, "train-component", cmd_train_component,
+        "train experiences of the data and write one component file each",
+        "Train each named experience of the data's training stream on its own, from the pre-trained "
+        "network, and write it to DIR/experience-<id>.safetensors (DIR: --out). Run it under 'torchrun "
+        "--nproc_per_node=N' to share the experiences among N processes (gloo on CPU, NCCL on GPU); "
+        "each process writes the files of the experiences it trained.")
     train.add_argument("--experience", nargs="+", required=True, metavar="ID",
                        help="experience ids (indices of the training stream) this silo trains, or 'all'")
-    train.add_argument("--out", required=True, metavar="DIR", help="directory for the component files")
     train.add_argument("--method", choices=METHODS, default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
@@ -469,50 +491,39 @@ def build_parser() -> argparse.ArgumentParser:
                        help="experience e trains with torch.manual_seed(seed + e): the same file wherever it runs")
     train.add_argument("--timeout", type=float, default=3600.0,
                        help="under torchrun: seconds a process waits for the others before failing")
-    train.add_argument("--overwrite", action="store_true", help="replace existing component files")
-    train.add_argument("--quiet", action="store_true", help="no progress bars")
+    _output_arguments(train, "DIR", "directory for the component files", "existing component files")
     _factory_arguments(train)
-    train.set_defaults(run=cmd_train_component)
 
-    compose = commands.add_parser(
-        "compose", formatter_class=_Formatter, epilog=EXIT_CODES, help="compose files into a composition file",
-        description="Sum component files (and composition files) into one composition file: S = sum of w_t delta_t "
-                    "and W = sum of w_t (statistics: their sum). Every file must come from the same base model; an "
-                    "experience may appear once.")
-    compose.add_argument("files", nargs="+", metavar="FILE", help="component or composition files, or directories")
-    compose.add_argument("--out", required=True, metavar="FILE", help="the composition file to write")
-    compose.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    compose.add_argument("--quiet", action="store_true", help="no progress bars")
-    compose.set_defaults(run=cmd_compose)
+    compose = _command(
+        commands, "compose", cmd_compose, "compose files into a composition file",
+        "Sum component files (and composition files) into one composition file: S = sum of w_t delta_t "
+        "and W = sum of w_t (statistics: their sum). Every file must come from the same base model; an "
+        "experience may appear once.")
+    _files_argument(compose, "component or composition files, or directories")
+    _output_arguments(compose, "FILE", "the composition file to write", "--out if it exists")
 
-    forget = commands.add_parser(
-        "forget", formatter_class=_Formatter, epilog=EXIT_CODES, help="remove components from a composition file",
-        description="Subtract component files from a composition file, exactly: the result equals composing the "
-                    "remaining components. Each file must be the very file that was composed.")
+    forget = _command(
+        commands, "forget", cmd_forget, "remove components from a composition file",
+        "Subtract component files from a composition file, exactly: the result equals composing the "
+        "remaining components. Each file must be the very file that was composed.")
     forget.add_argument("composition", metavar="COMPOSITION", help="the composition file")
     forget.add_argument("components", nargs="+", metavar="FILE", help="component files to forget")
-    forget.add_argument("--out", required=True, metavar="FILE", help="the new composition file")
-    forget.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    forget.add_argument("--quiet", action="store_true", help="no progress bars")
-    forget.set_defaults(run=cmd_forget)
+    _output_arguments(forget, "FILE", "the new composition file", "--out if it exists")
 
-    inspect = commands.add_parser(
-        "inspect", formatter_class=_Formatter, epilog=EXIT_CODES, help="list what files hold",
-        description="Print each file's kind, experiences and classes, weight, size, training settings and base "
-                    "model (reading never executes anything in a file).")
-    inspect.add_argument("files", nargs="+", metavar="FILE", help="files or directories")
-    inspect.add_argument("--json", action="store_true", help="print JSON")
-    inspect.set_defaults(run=cmd_inspect)
+    inspect = _command(
+        commands, "inspect", cmd_inspect, "list what files hold",
+        "Print each file's kind, experiences and classes, weight, size, training settings and base "
+        "model (reading never executes anything in a file).")
+    _files_argument(inspect, "files or directories", json_output=True)
 
-    evaluate = commands.add_parser(
-        "evaluate", formatter_class=_Formatter, epilog=EXIT_CODES, help="accuracy of a composition on the test data",
-        description="Compose the files (one composition file, or component files) onto the model and print the "
-                    "accuracy on every experience of the data's test stream and overall.")
-    evaluate.add_argument("files", nargs="+", metavar="FILE", help="composition or component files, or directories")
-    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate = _command(
+        commands, "evaluate", cmd_evaluate, "accuracy of a composition on the test data",
+        "Compose the files (one composition file, or component files) onto the model and print the "
+        "accuracy on every experience of the data's test stream and overall.")
+    _files_argument(evaluate, "composition or component files, or directories", json_output=True)
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     _factory_arguments(evaluate)
-    evaluate.set_defaults(run=cmd_evaluate, lr=1e-3, beta=25.0, weighting="mean", batch_size=32, epochs=1)
+    evaluate.set_defaults(lr=1e-3, beta=25.0, weighting="mean", batch_size=32, epochs=1)
     return parser
 
 

@@ -179,27 +179,34 @@ def assign_experiences(sizes: Sequence[int], world_size: int) -> List[List[int]]
 
 
 class _Learner:
-    """What :func:`train_parallel` needs of a strategy: its composition set aside during
-    the local training, the local sum, each local component, and the final state."""
+    """What :func:`train_parallel` needs of a strategy: its composition (``holder.<slot>``)
+    set aside during the local training, the local sum and components, the final state."""
 
     payload = ""
+    slot = ""
 
-    def __init__(self, strategy):
-        self.strategy = strategy
+    def __init__(self, strategy, holder):
+        self.strategy, self.holder = strategy, holder
         self.saved = None
 
-    def learned(self):
-        raise NotImplementedError
+    def local(self):
+        """The composition (learned so far; during the local training: this process's)."""
+        return getattr(self.holder, self.slot)
 
     def set_aside(self) -> None:
-        raise NotImplementedError
+        self.saved = self.local()
+        setattr(self.holder, self.slot, type(self.saved)(keep_components=self.saved.keep_components))
 
     def put_back(self) -> None:
-        raise NotImplementedError
+        if self.saved is not None:
+            setattr(self.holder, self.slot, self.saved)
+            self.saved = None
 
-    def local(self):
-        """The composition of this process's experiences."""
-        raise NotImplementedError
+    def keep_components(self) -> bool:
+        return self.local().keep_components
+
+    def local_component(self, key) -> "OrderedDict[str, Tensor]":
+        return self.local().components[key]
 
     def layout(self) -> Optional[List[Tuple[str, List[int], str]]]:
         """(name, shape, dtype) of the summed tensors, or None when unknown here."""
@@ -208,14 +215,8 @@ class _Learner:
     def local_sum(self) -> Optional["OrderedDict[str, Tensor]"]:
         raise NotImplementedError
 
-    def local_component(self, key) -> "OrderedDict[str, Tensor]":
+    def local_weights(self) -> Dict[Any, Optional[float]]:
         raise NotImplementedError
-
-    def local_weights(self) -> Dict[Any, float]:
-        raise NotImplementedError
-
-    def keep_components(self) -> bool:
-        return self.local().keep_components
 
     def install(self, order, weights, total, components, experiences) -> None:
         raise NotImplementedError
@@ -223,13 +224,13 @@ class _Learner:
     def settings(self) -> Dict[str, Any]:
         raise NotImplementedError
 
-    def record_classes(self, experiences, holder) -> None:
+    def record_classes(self, experiences) -> None:
         """Every experience's classes, as if trained here: the task mask's and the
-        per-experience record (``holder.component_classes``) that component files carry."""
+        per-experience record (``component_classes``) that component files carry."""
         from .plugin import TaskMaskPlugin, experience_task_classes
 
         for exp in experiences:
-            holder.component_classes[exp.current_experience] = {
+            self.holder.component_classes[exp.current_experience] = {
                 t: sorted(c) for t, c in experience_task_classes(exp).items()}
         for plugin in self.strategy.plugins:
             if isinstance(plugin, TaskMaskPlugin):
@@ -242,41 +243,21 @@ def _layout(tensors) -> List[Tuple[str, List[int], str]]:
 
 
 class _TangentLearner(_Learner):
-    payload = "delta"
+    payload, slot = "delta", "composition"
 
     def __init__(self, strategy):
-        super().__init__(strategy)
-        self.plugin = strategy.tangent_plugin
-        if self.plugin.mode == "tmc-seq":
+        super().__init__(strategy, strategy.tangent_plugin)
+        if self.holder.mode == "tmc-seq":
             raise ValueError(
                 "TMC-Seq cannot train in parallel: each of its components starts from the composition of the "
                 "experiences before it, so experience t must wait for t-1 (sequential by definition). Use "
                 "TMCStrategy or TMEStrategy (independent components) for parallel or federated training.")
-
-    def learned(self):
-        return self.plugin.composition
-
-    def set_aside(self) -> None:
-        from .composition import DeltaComposition
-
-        self.saved = self.plugin.composition
-        self.plugin.composition = DeltaComposition(keep_components=self.saved.keep_components)
-
-    def put_back(self) -> None:
-        if self.saved is not None:
-            self.plugin.composition, self.saved = self.saved, None
-
-    def local(self):
-        return self.plugin.composition
 
     def layout(self):
         return _layout(self.strategy.model.delta)
 
     def local_sum(self):
         return self.local()._sum if len(self.local()) else None
-
-    def local_component(self, key):
-        return self.local().components[key]
 
     def local_weights(self):
         return self.local().weights
@@ -296,42 +277,26 @@ class _TangentLearner(_Learner):
                 state["components"][key] = components[key]
         composition.restore(state)
         self.put_back()
-        self.plugin._replayed.update({key: [] for key in order})
-        self.record_classes(experiences, self.plugin)
+        self.holder._replayed.update({key: [] for key in order})
+        self.record_classes(experiences)
         model.load_delta(composition.composed())
 
     def settings(self):
-        return dict(mode=self.plugin.mode, weighting=self.plugin.weighting,
+        return dict(mode=self.holder.mode, weighting=self.holder.weighting,
                     fingerprint=self.strategy.model.base_fingerprint())
 
 
 class _StatisticsLearner(_Learner):
-    payload = "statistics"
+    payload, slot = "statistics", "statistics"
 
-    def learned(self):
-        return self.strategy.statistics
-
-    def set_aside(self) -> None:
-        from .statistics import StatisticsComposition
-
-        self.saved = self.strategy.statistics
-        self.strategy.statistics = StatisticsComposition(keep_components=self.saved.keep_components)
-
-    def put_back(self) -> None:
-        if self.saved is not None:
-            self.strategy.statistics, self.saved = self.saved, None
-
-    def local(self):
-        return self.strategy.statistics
+    def __init__(self, strategy):
+        super().__init__(strategy, strategy)
 
     def layout(self):
         return _layout(self.local_sum()) if len(self.local()) else None
 
     def local_sum(self):
         return self.local().summed() if len(self.local()) else None
-
-    def local_component(self, key):
-        return self.local().components[key]
 
     def local_weights(self):
         return {key: None for key in self.local().keys}  # statistics carry their sample count
@@ -346,7 +311,7 @@ class _StatisticsLearner(_Learner):
             statistics._components.update((key, components[key]) for key in order)
         self.put_back()
         strategy._replayed.update({key: [] for key in order})
-        self.record_classes(experiences, strategy)
+        self.record_classes(experiences)
         strategy.model.fit(statistics.summed(), strategy.ridge_lambda)
 
     def settings(self):
@@ -470,7 +435,7 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
     if replay:
         raise ValueError(f"train_parallel refuses replay plugins ({replay}): a replaying component holds earlier "
                          "experiences' samples, so experiences are no longer independent.")
-    check_new_experience_ids(experiences, learner.learned())
+    check_new_experience_ids(experiences, learner.local())
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (DistributedHelper.rank, DistributedHelper.world_size) if distributed else (0, 1)
     ids = [exp.current_experience for exp in experiences]

@@ -10,19 +10,8 @@ import torch
 from safetensors.torch import save_file
 
 from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCSeqStrategy, TMCStrategy
+from avalanche_tmc import component_files as cf
 from avalanche_tmc.analytic import penultimate
-from avalanche_tmc.component_files import (
-    ComponentFileError,
-    IncompatibleComponentsError,
-    compose_components,
-    composed_delta,
-    forget_component,
-    load_component,
-    load_components,
-    save_component,
-    strategy_components,
-    tangent_component,
-)
 from tests.helpers import (
     NUM_CLASSES,
     TinyResNet,
@@ -75,7 +64,7 @@ def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path):
     strategy = _tmc(component_dir=str(tmp_path))
     _train(strategy, bm.train_stream[:1])
     assert os.listdir(tmp_path) == ["experience-0.safetensors"]
-    component = load_component(str(tmp_path / "experience-0.safetensors"))
+    component = cf.load_component(str(tmp_path / "experience-0.safetensors"))
     assert _equal(component.tensors, strategy.components[0])
     assert component.experience == 0 and component.weight == 1.0
     assert component.classes == {0: sorted(bm.train_stream[0].classes_in_this_experience)}
@@ -86,9 +75,9 @@ def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path):
 
 def test_round_trip_is_bit_exact(trained, bm, tmp_path):
     strategy, directory = trained
-    for component in strategy_components(strategy):
-        path = save_component(component, str(tmp_path / "c.safetensors"))
-        loaded = load_component(path)
+    for component in cf.strategy_components(strategy):
+        path = cf.save_component(component, str(tmp_path / "c.safetensors"))
+        loaded = cf.load_component(path)
         assert _equal(loaded.tensors, component.tensors)
         assert all(loaded.tensors[n].dtype == component.tensors[n].dtype for n in component.tensors)
         assert (loaded.kind, loaded.payload, loaded.weight, loaded.members, loaded.base, loaded.settings) == (
@@ -96,7 +85,7 @@ def test_round_trip_is_bit_exact(trained, bm, tmp_path):
             component.settings)
         assert loaded.weight == len(bm.train_stream[component.experience].dataset)  # samples weighting
     # the files the strategy wrote hold exactly its components and weights
-    files = load_components(directory)
+    files = cf.load_components(directory)
     assert [c.experience for c in files] == [0, 1, 2, 3]
     for c in files:
         assert _equal(c.tensors, strategy.components[c.experience])
@@ -105,14 +94,14 @@ def test_round_trip_is_bit_exact(trained, bm, tmp_path):
 
 def test_compose_from_files_equals_the_in_memory_composition(trained):
     strategy, directory = trained
-    composition = compose_components(load_components(directory))
+    composition = cf.compose_components(cf.load_components(directory))
     in_memory = strategy.tangent_plugin.composition
     assert _equal(composition.tensors, in_memory._sum)  # bit for bit: the same sum in the same order
     assert composition.weight == in_memory._total_weight
-    assert _equal(composed_delta(composition), strategy.composed_delta)
+    assert _equal(cf.composed_delta(composition), strategy.composed_delta)
     # a composition file composes further, like its members
-    partial = compose_components(load_components(directory)[:2])
-    again = compose_components([partial, *load_components(directory)[2:]])
+    partial = cf.compose_components(cf.load_components(directory)[:2])
+    again = cf.compose_components([partial, *cf.load_components(directory)[2:]])
     assert torch.allclose(torch.cat([t.flatten() for t in again.tensors.values()]),
                           torch.cat([t.flatten() for t in composition.tensors.values()]), rtol=1e-6, atol=1e-7)
 
@@ -131,43 +120,43 @@ def test_a_strategy_built_from_files_equals_the_trained_one(trained, bm):
                                                 lr=1e-2, weighting="samples", evaluator=quiet_evaluator())
     strategy_copy.forget(1)
     assert _equal(rebuilt.composed_delta, strategy_copy.composed_delta)
-    with pytest.raises(IncompatibleComponentsError, match="already learned"):
+    with pytest.raises(cf.IncompatibleComponentsError, match="already learned"):
         rebuilt.load_components(os.path.join(directory, "experience-0.safetensors"))
 
 
 def test_forget_from_files_equals_composing_the_rest(trained, bm):
     strategy, directory = trained
-    files = load_components(directory)
-    composition = compose_components(files)
-    forgotten = forget_component(composition, files[1])
-    rest = compose_components([files[0], files[2], files[3]])
+    files = cf.load_components(directory)
+    composition = cf.compose_components(files)
+    forgotten = cf.forget_component(composition, files[1])
+    rest = cf.compose_components([files[0], files[2], files[3]])
     assert forgotten.experiences == [0, 2, 3] and forgotten.weight == rest.weight
     for name in rest.tensors:
         assert torch.allclose(forgotten.tensors[name], rest.tensors[name], rtol=1e-5, atol=1e-7)
     # and equals a TMC never trained on experience 1 (each experience seeded by its id)
     never = _train(_tmc(weighting="samples"), [e for e in bm.train_stream if e.current_experience != 1])
-    delta = composed_delta(forgotten)
+    delta = cf.composed_delta(forgotten)
     for name, value in never.composed_delta.items():
         assert torch.allclose(delta[name], value, rtol=1e-5, atol=1e-7)
     # forgetting everything leaves the pre-trained model
     empty = composition
     for f in files:
-        empty = forget_component(empty, f)
-    assert empty.members == [] and empty.weight == 0 and all(not t.any() for t in composed_delta(empty).values())
+        empty = cf.forget_component(empty, f)
+    assert empty.members == [] and empty.weight == 0 and all(not t.any() for t in cf.composed_delta(empty).values())
 
 
 def test_forget_refuses_a_file_that_is_not_the_composed_one(trained, tmp_path):
     strategy, directory = trained
-    files = load_components(directory)
-    composition = compose_components(files[:2])
-    with pytest.raises(IncompatibleComponentsError, match="not in"):
-        forget_component(composition, files[3])
-    impostor = tangent_component(strategy.model, {n: t + 1e-3 for n, t in files[0].tensors.items()}, 0,
+    files = cf.load_components(directory)
+    composition = cf.compose_components(files[:2])
+    with pytest.raises(cf.IncompatibleComponentsError, match="not in"):
+        cf.forget_component(composition, files[3])
+    impostor = cf.tangent_component(strategy.model, {n: t + 1e-3 for n, t in files[0].tensors.items()}, 0,
                                  weight=files[0].weight)
-    with pytest.raises(IncompatibleComponentsError, match="content hash differs"):
-        forget_component(composition, impostor)
-    with pytest.raises(IncompatibleComponentsError, match="Experience 0 is in both"):
-        compose_components([files[0], composition])
+    with pytest.raises(cf.IncompatibleComponentsError, match="content hash differs"):
+        cf.forget_component(composition, impostor)
+    with pytest.raises(cf.IncompatibleComponentsError, match="Experience 0 is in both"):
+        cf.compose_components([files[0], composition])
 
 
 def test_statistics_files_compose_and_forget_exactly(bm, tmp_path):
@@ -176,21 +165,21 @@ def test_statistics_files_compose_and_forget_exactly(bm, tmp_path):
                                     train_mb_size=8, evaluator=quiet_evaluator())
 
     strategy = _train(head(), bm.train_stream)
-    for component in strategy_components(strategy):
-        save_component(component, str(tmp_path / f"experience-{component.experience}.safetensors"))
-    files = load_components(str(tmp_path))
+    for component in cf.strategy_components(strategy):
+        cf.save_component(component, str(tmp_path / f"experience-{component.experience}.safetensors"))
+    files = cf.load_components(str(tmp_path))
     assert [f.weight for f in files] == [float(strategy.components[k]["count"]) for k in range(4)]
-    composition = compose_components(files)
+    composition = cf.compose_components(files)
     assert _equal(composition.tensors, strategy.statistics.summed())  # bit for bit
     rebuilt = head()
     rebuilt.load_components(str(tmp_path))
     assert torch.equal(rebuilt.model.weight, strategy.model.weight)
-    forgotten = forget_component(composition, files[2])
+    forgotten = cf.forget_component(composition, files[2])
     strategy.forget(2)
     for key, value in strategy.statistics.summed().items():
         assert torch.allclose(forgotten.tensors[key], value, rtol=1e-10, atol=1e-9)
-    with pytest.raises(IncompatibleComponentsError, match="do not combine"):
-        compose_components([files[0], tangent_component(_tmc().model, _tmc().model.delta, 9)])
+    with pytest.raises(cf.IncompatibleComponentsError, match="do not combine"):
+        cf.compose_components([files[0], cf.tangent_component(_tmc().model, _tmc().model.delta, 9)])
 
 
 @pytest.mark.parametrize("change, named", [
@@ -216,12 +205,12 @@ def test_components_of_another_base_are_refused_naming_the_difference(trained, c
         torch.manual_seed(0)
         net = TinyTransformer(num_classes=3)
     other = TangentModel(net, num_classes=num_classes, linearize=linearize)
-    foreign = tangent_component(other, other.delta, 7)
-    with pytest.raises(IncompatibleComponentsError, match=named):
-        compose_components([load_component(os.path.join(directory, "experience-0.safetensors")), foreign])
-    save_component(foreign, str(tmp_path / "experience-7.safetensors"))
+    foreign = cf.tangent_component(other, other.delta, 7)
+    with pytest.raises(cf.IncompatibleComponentsError, match=named):
+        cf.compose_components([cf.load_component(os.path.join(directory, "experience-0.safetensors")), foreign])
+    cf.save_component(foreign, str(tmp_path / "experience-7.safetensors"))
     fresh = _tmc()
-    with pytest.raises(IncompatibleComponentsError, match=named):
+    with pytest.raises(cf.IncompatibleComponentsError, match=named):
         fresh.load_components(str(tmp_path))
     assert len(fresh.tangent_plugin.composition) == 0
 
@@ -236,8 +225,8 @@ def test_a_truncated_file_is_refused(trained, tmp_path, keep):
     data = _file_bytes(trained[1])
     path = tmp_path / "truncated.safetensors"
     path.write_bytes(data[:keep])
-    with pytest.raises(ComponentFileError, match="truncated.safetensors"):
-        load_component(str(path))
+    with pytest.raises(cf.ComponentFileError, match="truncated.safetensors"):
+        cf.load_component(str(path))
 
 
 class _Payload:
@@ -258,12 +247,12 @@ def test_hostile_and_foreign_files_are_refused_without_running_code(trained, tmp
     for i, data in enumerate(hostile):
         path = tmp_path / f"hostile{i}.safetensors"
         path.write_bytes(data)
-        with pytest.raises(ComponentFileError):
-            load_component(str(path))
+        with pytest.raises(cf.ComponentFileError):
+            cf.load_component(str(path))
     plain = tmp_path / "plain.safetensors"
     save_file({"x": torch.zeros(2)}, str(plain))  # safetensors, but not ours
-    with pytest.raises(ComponentFileError, match="no metadata"):
-        load_component(str(plain))
+    with pytest.raises(cf.ComponentFileError, match="no metadata"):
+        cf.load_component(str(plain))
     assert not marker.exists()
 
 
@@ -273,19 +262,19 @@ def test_an_edited_file_is_refused(trained, tmp_path):
     edited = bytearray(data)
     edited[header_end + 100] ^= 0xFF  # one tensor byte
     (tmp_path / "edited.safetensors").write_bytes(bytes(edited))
-    with pytest.raises(ComponentFileError, match="content hash"):
-        load_component(str(tmp_path / "edited.safetensors"))
+    with pytest.raises(cf.ComponentFileError, match="content hash"):
+        cf.load_component(str(tmp_path / "edited.safetensors"))
     header = bytes(data[8:header_end])
     for old, new, why in ((b'"format_version":"1"', b'"format_version":"9"', "version 9"),
                           (b'"kind":"component"', b'"kind":"evil_code"', "unknown kind")):
         assert old in header, old
         changed = header.replace(old, new)
         (tmp_path / "meta.safetensors").write_bytes(struct.pack("<Q", len(changed)) + changed + data[header_end:])
-        with pytest.raises(ComponentFileError, match=why):
-            load_component(str(tmp_path / "meta.safetensors"))
-    component = load_component(os.path.join(trained[1], "experience-0.safetensors"))
-    nan = tangent_component(trained[0].model, {n: t * float("nan") for n, t in component.tensors.items()}, 0)
+        with pytest.raises(cf.ComponentFileError, match=why):
+            cf.load_component(str(tmp_path / "meta.safetensors"))
+    component = cf.load_component(os.path.join(trained[1], "experience-0.safetensors"))
+    nan = cf.tangent_component(trained[0].model, {n: t * float("nan") for n, t in component.tensors.items()}, 0)
     with pytest.raises(ValueError, match="NaN"):
-        save_component(nan, str(tmp_path / "nan.safetensors"))
-    with pytest.raises(ComponentFileError, match="cannot be read"):
-        load_component(str(tmp_path / "missing.safetensors"))
+        cf.save_component(nan, str(tmp_path / "nan.safetensors"))
+    with pytest.raises(cf.ComponentFileError, match="cannot be read"):
+        cf.load_component(str(tmp_path / "missing.safetensors"))
