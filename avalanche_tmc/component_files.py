@@ -45,12 +45,11 @@ from .statistics import STAT_KEYS, add_statistics
 from .tangent import Delta, TangentModel, find_head
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "ComponentFileError", "IncompatibleComponentsError", "Component",
-    "state_dict_sha256", "tangent_base", "statistics_base", "model_reference", "tangent_component",
-    "statistics_component",
-    "strategy_components", "save_component", "load_component", "component_paths", "load_components",
-    "components_for",
-    "check_same_base", "compose_components", "forget_component", "composed_delta", "describe",
+    "FORMAT", "FORMAT_VERSION", "ComponentFileError", "IncompatibleComponentsError", "Component", "state_dict_sha256",
+    "content_sha256", "tangent_base", "statistics_base", "model_reference", "check_same_base", "tangent_component",
+    "statistics_component", "strategy_settings", "strategy_components", "save_component", "load_component",
+    "component_paths", "load_components", "components_for", "compose_components", "forget_component",
+    "composed_delta", "describe",
 ]
 
 FORMAT = "avalanche-tmc"
