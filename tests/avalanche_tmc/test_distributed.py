@@ -117,7 +117,7 @@ def test_loaders_never_shard_an_experience_in_a_process_group(tmp_path):
         bm = small_benchmark(n_experiences=2, train=tensor_dataset(48))
         seen = []
 
-        class Loaders(SupervisedPlugin):
+        class Loaders(SupervisedPlugin, supports_distributed=True):
             def before_training_epoch(self, strategy, **kwargs):
                 seen.append((strategy.dataloader.distributed_sampling, sum(len(b[1]) for b in strategy.dataloader)))
 
