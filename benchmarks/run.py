@@ -42,6 +42,7 @@ from benchmarks.methods import (
     method_names,
     select_row,
 )
+from benchmarks.parallel import make_trainer
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.trunk import cache_features, split_backbone
@@ -126,6 +127,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--tune", action="store_const", const={}, default=None,
                    help="choose learning rate and epochs per method family on a validation split of the training "
                         "data (benchmarks/tuning.py; the default grid: 6 trials per family)")
+    p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+                   help="train the experiences of TMC/TME, TMC-FC and the statistics heads in N processes "
+                        "(torch.distributed, gloo); each experience is then seeded by its id, so numbers differ "
+                        "from a sequential run by seed noise")
     p.add_argument("--restart", action="store_true",
                    help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
     return p.parse_args(argv)
@@ -259,18 +264,21 @@ def head_parameter_counts(model, num_classes: int) -> Tuple[int, int]:
 
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, tensorboard: bool = False,
-              components: bool = True) -> List[Dict[str, Any]]:
+              components: bool = True, parallel: int = 1) -> List[Dict[str, Any]]:
     """Train one group over the stream and evaluate each of its rows after every experience
     (and, with ``components``, each component alone at the end); Avalanche's logs go to
-    ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`)."""
+    ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`).
+    ``parallel > 1``: the experiences of a group whose components train independently are
+    shared among that many gloo processes (:mod:`benchmarks.parallel`)."""
     torch.manual_seed(cfg.seed)
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, tensorboard))
+    train = make_trainer(strategy, group, bm, top, cfg, processes=parallel)
     results, train_seconds = [], 0.0
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
     for after_task, data in stages:
         start = time.time()
-        strategy.train(data)
+        train(strategy, data)
         train_seconds += time.time() - start
         for row in rows:
             select_row(strategy, group, row)
@@ -285,6 +293,7 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         setting = group.describe(strategy)
         print(f"  {'+'.join(rows):18s} {setting}", flush=True)
         results = [dict(r, setting=setting) for r in results]
+    getattr(train, "close", lambda: None)()  # a parallel trainer's component files
     components_under = component_row(group, rows) if components else None
     if components_under is not None:
         masked = base_row["scenario"] == "task"
@@ -413,6 +422,8 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
     progress_key = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root)
     if args.bn_data != "none":  # (absent by default, so earlier progress files keep their names)
         progress_key["bn_data"] = args.bn_data
+    if args.parallel > 1:
+        progress_key["parallel"] = args.parallel
     progress_dir = os.path.join(out_dir, "progress")
     trials: List[Trial] = []
     chosen: Dict[str, Trial] = {}
@@ -433,7 +444,7 @@ def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tupl
             results += done
             continue
         group_rows = run_group(group, rows, bm, top, cfg, dict(base_row, **_hyper_parameters(group, cfg)), run_dir,
-                               verbose=args.verbose, tensorboard=args.tensorboard)
+                               verbose=args.verbose, tensorboard=args.tensorboard, parallel=args.parallel)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         results += group_rows
     trial_rows = [dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], regime=base_row["regime"],

@@ -131,3 +131,18 @@ def test_command_line_epochs_set_every_family_and_drop_the_tuned_note():
     assert all(r["epochs"] == 2 and "tangent_epochs" not in r and "tuned_by" not in r for r in runs)
     runs = run.resolve_runs(run.parse_args(["--preset", "offline", "--methods", "tmc"]))
     assert all(r["tuned_by"] == "--preset offline-regimes" and r["tangent_epochs"] for r in runs)
+
+
+def test_parallel_runner_gives_the_sequential_statistics_head(tmp_path):
+    """--parallel 2 trains stats-ridge's experiences in two gloo processes; its statistics
+    have no randomness, so every accuracy equals the sequential run's."""
+    args = TINY + ["--scenario", "class", "--methods", "stats-ridge,tmc"]
+    sequential = run.main(args + ["--out", str(tmp_path / "one")])
+    parallel = run.main(args + ["--parallel", "2", "--out", str(tmp_path / "two")])
+
+    def cells(rows, method):
+        return [(r["after_task"], r["eval_exp"], r["accuracy"]) for r in rows
+                if r["method"] == method and r["model"] == "composed"]
+
+    assert cells(parallel, "stats-ridge") == cells(sequential, "stats-ridge")
+    assert len(cells(parallel, "tmc")) == len(cells(sequential, "tmc"))  # TMC ran (seeded per experience)
