@@ -277,6 +277,10 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
     for after_task, data in stages:
+        # Each experience's training is seeded by its id: a component is then a function of
+        # its own data and seed, whatever was evaluated before it (a DataLoader draws its
+        # base seed from the global generator) and whichever process trains it.
+        torch.manual_seed(cfg.seed + (0 if group.joint else data.current_experience))
         start = time.time()
         train(strategy, data)
         train_seconds += time.time() - start

@@ -133,9 +133,8 @@ def test_command_line_epochs_set_every_family_and_drop_the_tuned_note():
     assert all(r["tuned_by"] == "--preset offline-regimes" and r["tangent_epochs"] for r in runs)
 
 
-def test_parallel_runner_gives_the_sequential_statistics_head(tmp_path):
-    """--parallel 2 trains stats-ridge's experiences in two gloo processes; its statistics
-    have no randomness, so every accuracy equals the sequential run's."""
+def test_parallel_runner_gives_the_sequential_results(tmp_path):
+    """--parallel 2 trains the experiences of stats-ridge and TMC in two gloo processes."""
     args = TINY + ["--scenario", "class", "--methods", "stats-ridge,tmc"]
     sequential = run.main(args + ["--out", str(tmp_path / "one")])
     parallel = run.main(args + ["--parallel", "2", "--out", str(tmp_path / "two")])
@@ -145,4 +144,13 @@ def test_parallel_runner_gives_the_sequential_statistics_head(tmp_path):
                 if r["method"] == method and r["model"] == "composed"]
 
     assert cells(parallel, "stats-ridge") == cells(sequential, "stats-ridge")
-    assert len(cells(parallel, "tmc")) == len(cells(sequential, "tmc"))  # TMC ran (seeded per experience)
+    # each experience is seeded by its id in both, so TMC's components are the same too
+    assert [c[:2] for c in cells(parallel, "tmc")] == [c[:2] for c in cells(sequential, "tmc")]
+    assert [c[2] for c in cells(parallel, "tmc")] == pytest.approx([c[2] for c in cells(sequential, "tmc")], abs=1e-9)
+
+
+def test_a_method_gets_the_same_numbers_whichever_other_rows_are_evaluated(tmp_path):
+    alone = run.main(TINY + ["--scenario", "class", "--methods", "tmc", "--out", str(tmp_path / "alone")])
+    with_tme = run.main(TINY + ["--scenario", "class", "--methods", "tmc,tme", "--out", str(tmp_path / "both")])
+    assert [r["accuracy"] for r in alone if r["method"] == "tmc"] == [
+        r["accuracy"] for r in with_tme if r["method"] == "tmc"]
