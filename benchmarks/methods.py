@@ -110,6 +110,7 @@ class Row:
     cost: str  # the "Inference/Memory" column; "O(1)..." / "O(T)..." compete for bold / italic
     replay: str = "none"  # the "Replay buffer" column
     parallel: bool = False  # the "Parallel tasks" column: per-task parts trainable independently
+    shipped: bool = False  # a method of the avalanche_tmc library (not a baseline)
 
 
 Forward = Callable[[Tensor], Tensor]
@@ -312,12 +313,14 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -
 # ------------------------------------------------------------------------ registry
 
 register_method(
-    "tangent", Row("tmc", "TMC", "O(1)", parallel=True), Row("tme", "TME", "O(T)", parallel=True),
+    "tangent", Row("tmc", "TMC", "O(1)", parallel=True, shipped=True),
+    Row("tme", "TME", "O(T)", parallel=True, shipped=True),
     select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent",
 )(_tangent(TMEStrategy, "all"))  # trained once, evaluated as TMC or TME by select
-register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)"), family="tangent")(_tangent(TMCSeqStrategy, "all"))
+register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)", shipped=True), family="tangent")(
+    _tangent(TMCSeqStrategy, "all"))
 register_method(
-    "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True),
+    "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True, shipped=True),
     components=_tangent_components, component_row="tmc-fc", family="tangent",
 )(_tangent(TMCStrategy, "head"))
 
@@ -344,11 +347,12 @@ def _slda(top, cfg, common):
 
 
 _TRAINING_FREE = dict(family="training-free")
-register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", parallel=True), **_TRAINING_FREE)(
+_OURS = dict(parallel=True, shipped=True)
+register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", **_OURS), **_TRAINING_FREE)(
     _analytic("ncm", projection=False))
-register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", parallel=True), **_TRAINING_FREE)(
+register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", **_OURS), **_TRAINING_FREE)(
     _analytic("ridge", projection=True))
-register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", parallel=True), **_TRAINING_FREE)(
+register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", **_OURS), **_TRAINING_FREE)(
     _analytic("ridge", projection=False))
 
 
@@ -379,7 +383,7 @@ def _describe_adaptation(strategy) -> str:
             f"best of {len(scores)} candidates; pre-trained features: {unadapted:.3f})")
 
 
-@register_method("adapt", Row("adapt-ridge", "Adapt+Ridge (first-session adaptation)", "O(1) (D×D)", parallel=True),
+@register_method("adapt", Row("adapt-ridge", "Adapt+Ridge (first-session adaptation)", "O(1) (D×D)", **_OURS),
                  family="training-free", describe=_describe_adaptation)
 def _adapt_then_compose(top, cfg, common):
     net = with_new_head(top, cfg)

@@ -36,8 +36,8 @@ from benchmarks.methods import joint_methods, method_family, method_names, metho
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "method_info", "cost_class", "order_methods", "run_key", "list_runs", "run_label",
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
-    "write_markdown", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes", "write_report",
-    "main",
+    "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
+    "write_report", "main",
 ]
 
 Row = Mapping[str, object]
@@ -246,12 +246,42 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
     return lines
 
 
+def regime_tables(rows: Sequence[Row]) -> str:
+    """For each dataset and scenario run in several regimes: final accuracy (%) per method
+    (rows) and regime (columns, fewest trained parameters first), and the best method of
+    the library (a ``shipped`` row) against joint fine-tuning. Empty when no dataset has two regimes."""
+    index = accuracy_index(rows)
+    parts = []
+    for (dataset, scenario, tasks), runs in _regime_panels(rows).items():
+        methods = order_methods(str(r["method"]) for r in rows if run_key(r) in {run for run, _ in runs})
+        lines = [f"{run_label((dataset, scenario, tasks, ''))}: final accuracy (%) by trained part", "",
+                 _md_row(["Method", *(f"{run[3]} ({size / 1e6:.2g} M)" for run, size in runs)]),
+                 _md_row(["---", *["---:"] * len(runs)])]
+        for method in methods:
+            cells = [final_accuracy(index, run, method) for run, _ in runs]
+            values = (MISSING if a is None else f"{100 * a:.2f}" for a in cells)
+            lines.append(_md_row([method_info(method)[0], *values]))
+        best = []
+        for run, _ in runs:
+            scores = {m: final_accuracy(index, run, m) for m in methods
+                      if m not in joint_methods() and getattr(method_row(m), "shipped", False)}
+            scores = {m: v for m, v in scores.items() if v is not None}
+            joint = final_accuracy(index, run, "joint")
+            if scores and joint is not None:
+                top = max(scores, key=scores.get)
+                best.append(f"{run[3]}: {method_info(top)[0]} {100 * scores[top]:.2f} vs joint {100 * joint:.2f} "
+                            f"({100 * (scores[top] - joint):+.2f})")
+        parts.append("\n".join(lines + ["", "Best avalanche-tmc method vs joint fine-tuning: " + "; ".join(best)]))
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
 def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
     """Write :func:`markdown_table` to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    regimes = regime_tables(rows)
     with atomic_path(path) as tmp:
-        tmp.write_text(markdown_table(rows), encoding="utf-8")
+        tmp.write_text(markdown_table(rows) + ("\n" + regimes if regimes else ""), encoding="utf-8")
     return path
 
 

@@ -16,6 +16,7 @@ from benchmarks.report import (
     plot_components,
     plot_regimes,
     read_csv,
+    regime_tables,
     write_csv,
     write_report,
 )
@@ -104,6 +105,18 @@ def test_table_names_the_regime_and_the_learning_rate_and_epochs_of_each_family(
         "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, non-linear 0.01 / 5 "
         "(set by the run)",
     ]
+
+
+def test_regime_table_lists_each_regime_and_the_best_library_method_against_joint(rows):
+    assert regime_tables(rows) == ""  # one regime per dataset here
+    head_only = [dict(r, regime="from classifier", trained_params=10,
+                      accuracy=r["accuracy"] - (0.5 if r["method"] == "tmc" else 0.0))
+                 for r in rows if r["scenario"] == "class"]
+    text = regime_tables(rows + head_only)
+    assert "| Method | from classifier (1e-05 M) | from blocks.6 (0.001 M) |" in text
+    assert "| TMC | 31.23 | 81.23 |" in text
+    # ER (a baseline) is not the library's; TME (84.56) is, and joint is 95.00
+    assert "from blocks.6: TME 84.56 vs joint 95.00 (-10.44)" in text
 
 
 def test_regime_plot_only_when_a_dataset_ran_in_several_regimes(rows, tmp_path):
