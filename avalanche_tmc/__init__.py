@@ -3,7 +3,7 @@
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
 from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
 from .batchnorm import reestimate_batchnorm
 from .component_files import (
     Component,
@@ -83,6 +83,7 @@ __all__ = [
     "AnalyticClassifier",
     "AnalyticHeadStrategy",
     "penultimate",
+    "LayerFeatures",
     "Adaptation",
     "AdaptThenComposeStrategy",
     "adapt_features",

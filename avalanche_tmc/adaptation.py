@@ -9,8 +9,9 @@ every experience (the first included) is learned training-free by summed statist
 :class:`Adaptation` says how: ``"fine-tune"`` (SGD with momentum 0.9, cross-entropy, on
 the parameters from ``train_from`` on), ``"tangent"`` (one TMC component: Adam on ``δ``
 with the Rescaled Square Loss; the features are then the tangent model's penultimate
-features ``φ_w(x) + J φ_w(x)·δ``) or ``"none"``. :func:`select_adaptation` picks one of
-several candidates on a validation split of the adaptation data only.
+features ``φ_w(x) + J φ_w(x)·δ``) or ``"none"``, and which layer's pooled output the
+statistics use (``layer``; by default the head's input). :func:`select_adaptation` picks
+one of several candidates on a validation split of the adaptation data only.
 """
 
 import copy
@@ -23,9 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
 from .losses import RescaledSquareLoss
-from .statistics import head_statistics, ridge_head
+from .statistics import RandomReLUFeatures, head_statistics, ridge_head
 from .tangent import TangentModel, find_head
 
 __all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
@@ -44,6 +45,9 @@ class Adaptation:
     :param train_from: first module (by registration order) whose parameters are adapted;
         earlier ones stay at their pre-trained values. ``None``: all of them.
     :param beta: the Rescaled Square Loss target for ``"tangent"`` (25 class-IL, 5 data-IL).
+    :param layer: the module whose output, pooled (:class:`~avalanche_tmc.analytic.LayerFeatures`),
+        the statistics use; ``None``: the head's input. Any layer of a ``"none"`` or
+        ``"fine-tune"`` network; ``"tangent"`` supports only ``None``.
     """
 
     how: str = "fine-tune"
@@ -53,6 +57,7 @@ class Adaptation:
     train_from: Optional[str] = None
     beta: float = 25.0
     seed: int = 0
+    layer: Optional[str] = None
 
     def __post_init__(self):
         if self.how not in ADAPTATIONS:
@@ -60,14 +65,23 @@ class Adaptation:
         if not 0 < self.lr < float("inf") or self.epochs < 1 or self.batch_size < 1:
             raise ValueError(f"Adaptation needs a positive finite lr and positive epochs and batch size; got lr "
                              f"{self.lr}, epochs {self.epochs}, batch size {self.batch_size}.")
+        if self.how == "tangent" and self.layer is not None:
+            raise ValueError("A tangent adaptation gives features at the head's input only; use layer=None "
+                             "(or how='fine-tune' / 'none' for an earlier layer).")
 
     def describe(self) -> str:
         """A short human-readable summary (printed with the results)."""
+        features = "" if self.layer is None else f"; features: pooled {self.layer}"
         if self.how == "none":
-            return "none (pre-trained features)"
+            return "none (pre-trained features)" + features
         part = "all parameters" if self.train_from is None else f"from {self.train_from}"
         optimizer = "SGD" if self.how == "fine-tune" else "Adam, RSL"
-        return f"{self.how}, {part}, {optimizer} lr {self.lr:g}, {self.epochs} epochs"
+        return f"{self.how}, {part}, {optimizer} lr {self.lr:g}, {self.epochs} epochs" + features
+
+    def training(self) -> "Adaptation":
+        """This adaptation without its ``layer`` (which does not change the trained
+        network): candidates equal under it share one adapted network."""
+        return replace(self, layer=None)
 
 
 class TangentFeatures(nn.Module):
@@ -144,10 +158,15 @@ def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
     Deterministic for ``adaptation.seed``.
     """
     head = find_head(network)
-    if adaptation.how == "none":
-        return penultimate(network, head)
+    if adaptation.how == "tangent":
+        return _tangent_features(network, data, adaptation, head, device)
     if adaptation.how == "fine-tune":
-        return penultimate(fine_tune(network, data, adaptation, device), head)
+        network = fine_tune(network, data, adaptation, device)
+    return penultimate(network, head) if adaptation.layer is None else LayerFeatures(network, adaptation.layer)
+
+
+def _tangent_features(network: nn.Module, data: Dataset, adaptation: Adaptation, head: str,
+                      device: str) -> nn.Module:
     network = copy.deepcopy(network).to(device)
     torch.manual_seed(adaptation.seed)
     names = _trained_names(network, adaptation.train_from)
@@ -190,12 +209,20 @@ def _targets(data: Dataset) -> Tensor:
 
 @torch.no_grad()
 def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, num_classes: int,
-                               batch_size: int = 256) -> float:
-    """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ)."""
+                               batch_size: int = 256, projection_dim: Optional[int] = None,
+                               seed: int = 0) -> float:
+    """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ), through
+    the head's seeded random projection when ``projection_dim`` is given."""
+    projection: List[nn.Module] = []
+
     def embed(data):
         phis, ys = [], []
         for x, y in _batches(data, batch_size, 0, shuffle=False):
             phi = features(x).flatten(1)
+            if projection_dim is not None:
+                if not projection:
+                    projection.append(RandomReLUFeatures(phi.shape[1], projection_dim, seed).to(phi.device))
+                phi = projection[0](phi)
             phis.append(torch.cat([phi, torch.ones_like(phi[:, :1])], 1))
             ys.append(y)
         return torch.cat(phis), torch.cat(ys)
@@ -207,11 +234,13 @@ def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, 
 
 
 def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Adaptation], *,
-                      val_fraction: float = 0.2, seed: int = 0,
-                      device: str = "cpu") -> Tuple[Adaptation, List[Tuple[Adaptation, float]]]:
-    """The candidate whose adapted features give the best ridge head on a held-out part of
-    ``data`` (``val_fraction`` of each class; only ``data`` is ever looked at). Each
-    candidate adapts on the rest; a diverged candidate scores 0. Ties: the earlier one.
+                      val_fraction: float = 0.2, seed: int = 0, device: str = "cpu",
+                      projection_dim: Optional[int] = None) -> Tuple[Adaptation, List[Tuple[Adaptation, float]]]:
+    """The candidate whose adapted features give the best ridge head (through a seeded
+    random projection of ``projection_dim`` when given, as the strategy's head) on a
+    held-out part of ``data`` (``val_fraction`` of each class; only ``data`` is ever looked
+    at). Each candidate adapts on the rest; candidates that differ only in ``layer`` share
+    one adapted network. A diverged candidate scores 0. Ties: the earlier one.
 
     :return: (the best candidate, every candidate with its validation accuracy).
     """
@@ -223,11 +252,22 @@ def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Ad
     if not kept or not held:
         raise ValueError(f"A validation fraction of {val_fraction} leaves an empty part of {len(data)} samples.")
     fit, val = Subset(data, kept), Subset(data, held)
-    scores = []
+    scores, fine_tuned = [], {}  # one fine-tuned network (None: diverged) per training setting
     for candidate in candidates:
+        seeded = replace(candidate, seed=seed)
         try:
-            features = adapt_features(network, fit, replace(candidate, seed=seed), device)
-            score = _ridge_validation_accuracy(features, fit, val, num_classes)
+            if seeded.how == "fine-tune":
+                key = seeded.training()
+                if key not in fine_tuned:
+                    fine_tuned[key] = None
+                    fine_tuned[key] = fine_tune(network, fit, seeded, device)
+                if fine_tuned[key] is None:
+                    raise FloatingPointError("this training setting diverged on an earlier candidate")
+                features = adapt_features(fine_tuned[key], fit, replace(seeded, how="none"), device)
+            else:
+                features = adapt_features(network, fit, seeded, device)
+            score = _ridge_validation_accuracy(features, fit, val, num_classes, projection_dim=projection_dim,
+                                               seed=seed)
         except FloatingPointError:
             score = 0.0
         scores.append((candidate, score))
@@ -248,7 +288,8 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
     can be computed in parallel and are forgotten exactly.
 
     Forgetting the experience the network was adapted on removes its statistics, but
-    its imprint on the features stays: that is not exact unlearning, so ``forget`` refuses
+    its imprint on the features (the adapted weights, or only the chosen layer when the
+    choice is ``"none"``) stays: that is not exact unlearning, so ``forget`` refuses
     it unless ``inexact=True`` (then it warns). With a separate ``adaptation_data`` every
     experience is forgotten exactly.
 
@@ -284,7 +325,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
         if len(self.candidates) > 1:
             choice, self.adaptation_scores = select_adaptation(
                 self.network, data, self.candidates, val_fraction=self.val_fraction, seed=self.seed,
-                device=str(self.device))
+                device=str(self.device), projection_dim=self.model.projection_dim)
         else:
             choice, self.adaptation_scores = replace(self.candidates[0], seed=self.seed), []
         self.model.features = adapt_features(self.network, data, replace(choice, seed=self.seed),
@@ -313,8 +354,9 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
         """Remove an experience's statistics; refused for the adaptation experience
         unless ``inexact=True`` (its imprint on the features stays)."""
         if exp_id == self.adapted_on:
-            message = (f"Experience {exp_id!r} adapted the feature network: forgetting it removes its statistics, "
-                       "but what it taught the features stays, so the result is not the model that never saw it.")
+            message = (f"Experience {exp_id!r} adapted the feature network (or chose its layer): forgetting it removes "
+                       "its statistics, but what it taught the features stays, so the result is not the model that "
+                       "never saw it.")
             if not inexact:
                 raise ValueError(message + " Pass inexact=True to remove its statistics anyway, or adapt on a "
                                  "separate adaptation set (adaptation_data=...) so that every experience is "

@@ -39,7 +39,7 @@ from .statistics import (
 )
 from .tangent import find_head
 
-__all__ = ["HEADS", "penultimate", "AnalyticClassifier", "AnalyticHeadStrategy"]
+__all__ = ["HEADS", "penultimate", "LayerFeatures", "AnalyticClassifier", "AnalyticHeadStrategy"]
 
 HEADS = ("ridge", "ncm")
 
@@ -52,6 +52,51 @@ def penultimate(model: nn.Module, head: Optional[str] = None) -> nn.Module:
     parent_name, _, child = name.rpartition(".")
     setattr(features.get_submodule(parent_name) if parent_name else features, child, nn.Identity())
     return features.eval().requires_grad_(False)
+
+
+class _Reached(Exception):
+    """Raised by the hook of :class:`LayerFeatures` to stop the forward pass early."""
+
+
+class LayerFeatures(nn.Module):
+    """A frozen copy of ``model`` that outputs the output of module ``layer``, averaged
+    over every dimension after the channel one (global average pooling for a conv map, a
+    token mean for a ``(batch, tokens, dim)`` output), as ``(batch, channels)`` features.
+
+    What it is for: the statistics heads on an earlier layer than the head's input. On
+    small images a network's last activations can be mostly zero (e.g. ReLU6 after
+    ImageNet BatchNorm statistics), while a block's pooled output still separates the
+    classes. The forward pass stops at ``layer``.
+    """
+
+    def __init__(self, model: nn.Module, layer: str):
+        super().__init__()
+        modules = dict(model.named_modules())
+        if layer not in modules or not layer:
+            names = [n for n, m in model.named_modules() if n and next(m.parameters(), None) is not None]
+            raise ValueError(f"LayerFeatures: the model has no module {layer!r}; e.g. one of {names[-8:]}.")
+        self.model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.layer = layer
+        self.model.get_submodule(layer).register_forward_hook(self._stop)
+
+    @staticmethod
+    def _stop(module, inputs, output):
+        raise _Reached(output)
+
+    def forward(self, x: Tensor) -> Tensor:
+        try:
+            self.model(x)
+        except _Reached as reached:
+            out = reached.args[0]
+        else:  # the hook never fired: the layer is not on the forward path
+            raise RuntimeError(f"LayerFeatures: module {self.layer!r} was not called by the model's forward.")
+        if not isinstance(out, Tensor):
+            raise TypeError(f"LayerFeatures: module {self.layer!r} returns {type(out).__name__}, not a tensor.")
+        if out.dim() == 4:  # (batch, channels, height, width)
+            return out.mean((2, 3))
+        if out.dim() == 3:  # (batch, tokens, dim)
+            return out.mean(1)
+        return out.flatten(1)
 
 
 class AnalyticClassifier(nn.Module):

@@ -55,7 +55,8 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "with_new_head", "FAMILIES", "config_for", "adaptation_candidates",
+    "component_row", "with_new_head", "FAMILIES", "config_for", "adaptation_candidates", "layer_candidates",
+    "feature_layers",
 ]
 
 # Hyper-parameter families: groups of a family train with the same learning rate and
@@ -356,41 +357,63 @@ register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", 
     _analytic("ridge", projection=False))
 
 
+def feature_layers(net: nn.Module) -> List[Optional[str]]:
+    """The layers whose pooled outputs a statistics head may use: every stage of the chain
+    (a :class:`~benchmarks.trunk.ChainSegment`'s stages, else the top-level children) that
+    has parameters and comes before the head, then ``None`` (the head's input)."""
+    head = find_head(net)
+    chain = net.stages if isinstance(getattr(net, "stages", None), nn.ModuleDict) else net
+    prefix = "stages." if chain is not net else ""
+    layers: List[Optional[str]] = []
+    for name, module in chain.named_children():
+        if head == prefix + name or head.startswith(prefix + name + "."):
+            break
+        if next(module.parameters(), None) is not None:
+            layers.append(prefix + name)
+    return layers + [None]
+
+
+def layer_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
+    """No adaptation; the statistics read from each of :func:`feature_layers`."""
+    return [Adaptation("none", batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta, layer=layer)
+            for layer in feature_layers(net)]
+
+
 def adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
     """The adaptations the first-session learner chooses from (on a validation split of
-    experience 0): none; non-linear fine-tuning of the whole trained part or of its last
-    half (by parameter count) at two learning rates and two epoch counts; one tangent
-    component (the combination with TMC)."""
-    head = find_head(net)
-    body = [(n, p.numel()) for n, p in net.named_parameters() if not n.startswith(head + ".")]
-    total, remaining, half = sum(c for _, c in body), 0, None
-    for name, count in reversed(body):
-        remaining += count
-        if remaining >= total / 2:
-            half = name.rsplit(".", 1)[0]
-            break
+    experience 0), each read at every layer of :func:`feature_layers`: none; non-linear
+    fine-tuning of the whole trained part (SGD lr 1e-2 or 1e-3, 5 epochs); and, at the
+    head's input, one tangent component (the combination with TMC). Three trainings in
+    all: candidates that differ only in the layer share one."""
     common = dict(batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta)
-    fine_tune = [Adaptation("fine-tune", lr, epochs, train_from=part, **common)
-                 for part in (None, half) for lr in (1e-3, 1e-2) for epochs in (2, 5)]
-    return [Adaptation("none", **common), *fine_tune, Adaptation("tangent", 1e-3, 5, **common)]
+    fine_tune = [Adaptation("fine-tune", lr, 5, layer=layer, **common)
+                 for lr in (1e-2, 1e-3) for layer in feature_layers(net)]
+    return [*layer_candidates(net, cfg), *fine_tune, Adaptation("tangent", 1e-3, 5, **common)]
 
 
 def _describe_adaptation(strategy) -> str:
     scores = dict(strategy.adaptation_scores)
     chosen = strategy.adaptation_choice
-    unadapted = next((s for c, s in scores.items() if c.how == "none"), float("nan"))
+    unadapted = next((s for c, s in scores.items() if c.how == "none" and c.layer is None), float("nan"))
     return (f"adapted on experience {strategy.adapted_on}: {chosen.describe()} (validation {scores[chosen]:.3f}, "
-            f"best of {len(scores)} candidates; pre-trained features: {unadapted:.3f})")
+            f"best of {len(scores)} candidates; pre-trained features at the head's input: {unadapted:.3f})")
 
 
-@register_method("adapt", Row("adapt-ridge", "Adapt+Ridge (first-session adaptation)", "O(1) (D×D)", **_OURS),
-                 family="training-free", describe=_describe_adaptation)
-def _adapt_then_compose(top, cfg, common):
-    net = with_new_head(top, cfg)
-    one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
-    return AdaptThenComposeStrategy(network=net, num_classes=cfg.num_classes,
-                                    adaptation=adaptation_candidates(net, cfg), head="ridge", seed=cfg.seed,
-                                    **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+def _first_session(candidates: Callable[[nn.Module, TrainConfig], List[Adaptation]]) -> Builder:
+    def build(top, cfg, common):
+        net = with_new_head(top, cfg)
+        one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
+        return AdaptThenComposeStrategy(network=net, num_classes=cfg.num_classes, adaptation=candidates(net, cfg),
+                                        head="ridge", projection_dim=cfg.projection_dim, seed=cfg.seed,
+                                        **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+
+    return build
+
+
+register_method("ranpac-layer", Row("ranpac-layer", "RanPAC-style, layer chosen on exp. 0", "O(1) (M×M)", **_OURS),
+                family="training-free", describe=_describe_adaptation)(_first_session(layer_candidates))
+register_method("adapt", Row("adapt-ridge", "Adapt+RanPAC (first-session adaptation)", "O(1) (M×M)", **_OURS),
+                family="training-free", describe=_describe_adaptation)(_first_session(adaptation_candidates))
 
 
 _BUFFER_COST = "O(1) + buffer 300"

@@ -34,7 +34,7 @@ def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str
     cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=run["epochs"],
                       lr_tangent=run["lr_tangent"], beta=run["beta"], tangent_epochs=run.get("tangent_epochs"))
     net = with_new_head(top, cfg)
-    candidates = [c for c in adaptation_candidates(net, cfg) if c.how == "fine-tune"]
+    candidates = [c for c in adaptation_candidates(net, cfg) if c.how == "fine-tune" and c.layer is None]
     chosen, _ = select_adaptation(net, bm.train_stream[0].dataset, candidates, seed=cfg.seed)
     adapted = fine_tune(net, bm.train_stream[0].dataset, chosen)
     tangent = next(g for g in method_groups() if g.name == "tangent")

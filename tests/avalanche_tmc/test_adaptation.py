@@ -2,12 +2,13 @@
 closed forms computed independently on the adapted network's features."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from avalanche_tmc import Adaptation, AdaptThenComposeStrategy, adapt_features, select_adaptation
+from avalanche_tmc import Adaptation, AdaptThenComposeStrategy, LayerFeatures, adapt_features, select_adaptation
 from avalanche_tmc.adaptation import TangentFeatures, stratified_holdout
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits, quiet_evaluator
 
@@ -176,3 +177,48 @@ def test_a_failed_train_call_leaves_the_features_unadapted(digits):
     assert learner.model.features is before and learner.adapted_on is None
     learner.train(digits.train_stream[0])
     assert learner.adapted_on == 0
+
+
+def test_layer_features_are_the_pooled_output_of_that_layer(digits):
+    net = network().eval()
+    x = torch.stack([digits.train_stream[0].dataset[i][0] for i in range(8)])
+    with torch.no_grad():
+        stem = net.stem(x)
+        torch.testing.assert_close(LayerFeatures(net, "stem")(x), stem.mean((2, 3)))
+        torch.testing.assert_close(LayerFeatures(net, "block")(x), net.block(stem).mean((2, 3)))
+        torch.testing.assert_close(LayerFeatures(net, "fc")(x), net(x))
+    with pytest.raises(ValueError, match="has no module 'nowhere'"):
+        LayerFeatures(net, "nowhere")
+
+
+def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_output(digits):
+    learner = strategy(Adaptation(how="none", layer="block"))
+    for exp in digits.train_stream:
+        learner.train(exp)
+    net = network().eval()
+    with torch.no_grad():
+        phi, y = features_of(lambda x: net.block(net.stem(x)).mean((2, 3)), digits.train_stream)
+    expected = closed_form_ridge(phi, y, learner.model.ridge_lambda)
+    torch.testing.assert_close(learner.model.weight.double(), expected, rtol=1e-3, atol=1e-4)
+
+
+def test_candidates_that_differ_only_in_the_layer_share_one_fine_tuning(digits, monkeypatch):
+    import avalanche_tmc.adaptation as module
+
+    data = digits.train_stream[0].dataset
+    trained = Adaptation(lr=0.05, epochs=1, batch_size=16)
+    candidates = [trained, replace(trained, layer="stem"), replace(trained, layer="block"), Adaptation(how="none")]
+    alone = [select_adaptation(network(), data, [c], seed=0, projection_dim=64)[1][0] for c in candidates]
+    calls = []
+    real = module.fine_tune
+    monkeypatch.setattr(module, "fine_tune", lambda *a, **k: calls.append(1) or real(*a, **k))
+    best, scores = select_adaptation(network(), data, candidates, seed=0, projection_dim=64)
+    assert len(calls) == 1  # one fine-tuning read at three layers
+    assert scores == alone  # the same scores as each candidate selected on its own
+    assert best is max(scores, key=lambda item: item[1])[0]
+
+
+def test_a_tangent_adaptation_is_read_at_the_heads_input_only():
+    with pytest.raises(ValueError, match="head's input only"):
+        Adaptation(how="tangent", layer="block")
+    assert "pooled block" in Adaptation(how="none", layer="block").describe()

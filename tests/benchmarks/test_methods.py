@@ -27,7 +27,7 @@ from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 
 TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "soup", "ens-l", "ens-sm", "slda", "ncm", "ranpac", "stats-ridge",
-               "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+               "ranpac-layer", "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
 
 
 def test_table_order_and_joint_rows():
@@ -85,3 +85,22 @@ def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch)
 def test_builtin_rows_must_name_an_avalanche_baseline():
     with pytest.raises(ValueError, match="BUILTIN_METHODS"):
         methods._register_builtin(Row("icarl", "iCaRL", "O(1)"))
+
+
+def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
+    from torch import nn
+
+    from benchmarks.trunk import ChainSegment
+
+    chain = ChainSegment([("conv", nn.Conv2d(1, 4, 3)), ("act", nn.ReLU()), ("bn", nn.BatchNorm2d(4)),
+                          ("pool", nn.AdaptiveAvgPool2d(1)), ("fc", nn.Linear(4, 3))])
+    assert methods.feature_layers(chain) == ["stages.conv", "stages.bn", None]
+    plain = nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    assert methods.feature_layers(plain) == ["0", None]
+    cfg = methods.TrainConfig(num_classes=3, epochs=1)
+    grid = methods.adaptation_candidates(chain, cfg)
+    assert [c.layer for c in methods.layer_candidates(chain, cfg)] == ["stages.conv", "stages.bn", None]
+    assert {c.training() for c in grid if c.how != "none"} == {  # three trainings in all
+        methods.Adaptation("fine-tune", 1e-2, 5, batch_size=cfg.batch_size, beta=cfg.beta),
+        methods.Adaptation("fine-tune", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta),
+        methods.Adaptation("tangent", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta)}
