@@ -394,6 +394,8 @@ def adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
 def _describe_adaptation(strategy) -> str:
     scores = dict(strategy.adaptation_scores)
     chosen = strategy.adaptation_choice
+    if not scores:  # a single candidate: nothing was chosen
+        return f"adapted on experience {strategy.adapted_on}: {chosen.describe()} (the only candidate)"
     unadapted = next((s for c, s in scores.items() if c.how == "none" and c.layer is None), float("nan"))
     return (f"adapted on experience {strategy.adapted_on}: {chosen.describe()} (validation {scores[chosen]:.3f}, "
             f"best of {len(scores)} candidates; pre-trained features at the head's input: {unadapted:.3f})")

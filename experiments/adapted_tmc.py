@@ -18,10 +18,10 @@ from typing import Dict, Optional, Sequence
 import torch
 
 from avalanche_tmc import fine_tune, select_adaptation
-from benchmarks.methods import TrainConfig, adaptation_candidates, method_groups, with_new_head
+from benchmarks.methods import adaptation_candidates, method_groups, with_new_head
 from benchmarks.presets import PRESETS
-from benchmarks.run import final_accuracies, prepare, run_group
-from benchmarks.scenarios import make_scenario
+from benchmarks.run import final_accuracies, run_group
+from experiments.common import prepare_run
 
 __all__ = ["measure", "main"]
 
@@ -29,10 +29,7 @@ __all__ = ["measure", "main"]
 def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str] = None) -> Dict[str, object]:
     """TMC / TME final accuracies around the pre-trained and the adapted network on one run
     of a preset (``data_root``, ``weights``: as ``benchmarks.run``'s options)."""
-    train, test, top = prepare(run, data_root=data_root, weights=weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=run["epochs"],
-                      lr_tangent=run["lr_tangent"], beta=run["beta"], tangent_epochs=run.get("tangent_epochs"))
+    bm, top, cfg, _ = prepare_run(run, data_root=data_root, weights=weights)
     net = with_new_head(top, cfg)
     candidates = [c for c in adaptation_candidates(net, cfg) if c.how == "fine-tune" and c.layer is None]
     chosen, _ = select_adaptation(net, bm.train_stream[0].dataset, candidates, seed=cfg.seed)

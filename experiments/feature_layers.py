@@ -16,10 +16,9 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from avalanche_tmc import AdaptThenComposeStrategy, select_adaptation
-from benchmarks.methods import TrainConfig, adaptation_candidates, with_new_head
+from benchmarks.methods import adaptation_candidates, with_new_head
 from benchmarks.presets import PRESETS
-from benchmarks.run import prepare
-from benchmarks.scenarios import make_scenario
+from experiments.common import prepare_run
 
 __all__ = ["measure", "main"]
 
@@ -39,10 +38,7 @@ def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    train, test, top = prepare(run, data_root=data_root, weights=weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=run["epochs"],
-                      lr_tangent=run["lr_tangent"], beta=run["beta"], tangent_epochs=run.get("tangent_epochs"))
+    bm, top, cfg, _ = prepare_run(run, data_root=data_root, weights=weights)
     net = with_new_head(top, cfg)
     candidates = [c for c in adaptation_candidates(net, cfg)
                   if c.how == "none" or (c.how == "fine-tune" and c.lr == fine_tune_lr)]

@@ -16,8 +16,7 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import TangentModel, TMCStrategy
 from benchmarks.methods import TrainConfig, tangent_base
 from benchmarks.presets import PRESETS
-from benchmarks.run import prepare
-from benchmarks.scenarios import make_scenario
+from experiments.common import prepare_run
 
 __all__ = ["measure", "main"]
 
@@ -38,12 +37,9 @@ def measure(run: Dict, forget: int = 1, *, data_root: Optional[str] = None,
             weights: Optional[str] = None) -> Dict[str, float]:
     """TMC with experience ``forget`` forgotten vs TMC never trained on it, on one run of a
     preset (``data_root``, ``weights``: as ``benchmarks.run``'s options)."""
-    train, test, top = prepare(run, data_root=data_root, weights=weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
+    bm, top, cfg, test = prepare_run(run, data_root=data_root, weights=weights)
     if not 0 <= forget < len(bm.train_stream):
         raise ValueError(f"--forget must be an experience id in 0..{len(bm.train_stream) - 1}, got {forget}.")
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=run["epochs"],
-                      lr_tangent=run["lr_tangent"], beta=run["beta"], tangent_epochs=run.get("tangent_epochs"))
     full, without = _tmc(top, cfg), _tmc(top, cfg)
     for exp in bm.train_stream:
         # each component's shuffling seeded by its experience, as on separate machines: a

@@ -104,3 +104,16 @@ def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
         methods.Adaptation("fine-tune", 1e-2, 5, batch_size=cfg.batch_size, beta=cfg.beta),
         methods.Adaptation("fine-tune", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta),
         methods.Adaptation("tangent", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta)}
+
+
+def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice():
+    from types import SimpleNamespace
+
+    one = methods.Adaptation("none")
+    alone = SimpleNamespace(adaptation_scores=[], adaptation_choice=one, adapted_on=0)
+    assert methods._describe_adaptation(alone).endswith("(the only candidate)")
+    layer = methods.Adaptation("none", layer="stages.blocks_4")
+    chosen = SimpleNamespace(adaptation_scores=[(one, 0.5), (layer, 0.75)], adaptation_choice=layer, adapted_on=0)
+    assert methods._describe_adaptation(chosen) == (
+        "adapted on experience 0: none (pre-trained features); features: pooled stages.blocks_4 (validation 0.750, "
+        "best of 2 candidates; pre-trained features at the head's input: 0.500)")
