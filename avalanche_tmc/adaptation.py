@@ -158,6 +158,9 @@ def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
     Deterministic for ``adaptation.seed``.
     """
     head = find_head(network)
+    trained = _trained_names(network, adaptation.train_from)
+    if adaptation.how != "none" and all(n.startswith(head + ".") for n in trained):
+        adaptation = replace(adaptation, how="none")  # only the head would train: the features stay as they are
     if adaptation.how == "tangent":
         return _tangent_features(network, data, adaptation, head, device)
     if adaptation.how == "fine-tune":

@@ -222,3 +222,13 @@ def test_a_tangent_adaptation_is_read_at_the_heads_input_only():
     with pytest.raises(ValueError, match="head's input only"):
         Adaptation(how="tangent", layer="block")
     assert "pooled block" in Adaptation(how="none", layer="block").describe()
+
+
+@pytest.mark.parametrize("how", ["fine-tune", "tangent"])
+def test_adapting_only_the_head_leaves_the_features_as_they_are(digits, how):
+    from avalanche_tmc import penultimate
+
+    data = digits.train_stream[0].dataset
+    x = torch.stack([data[i][0] for i in range(8)])
+    features = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, train_from="fc"))
+    torch.testing.assert_close(features(x), penultimate(network())(x), rtol=0, atol=0)
