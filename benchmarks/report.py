@@ -271,7 +271,8 @@ def regime_tables(rows: Sequence[Row]) -> str:
                 top = max(scores, key=scores.get)
                 best.append(f"{run[3]}: {method_info(top)[0]} {100 * scores[top]:.2f} vs joint {100 * joint:.2f} "
                             f"({100 * (scores[top] - joint):+.2f})")
-        parts.append("\n".join(lines + ["", "Best avalanche-tmc method vs joint fine-tuning: " + "; ".join(best)]))
+        versus = ["", "Best avalanche-tmc method vs joint fine-tuning: " + "; ".join(best)] if best else []
+        parts.append("\n".join(lines + versus))
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 

@@ -117,6 +117,9 @@ def test_regime_table_lists_each_regime_and_the_best_library_method_against_join
     assert "| TMC | 31.23 | 81.23 |" in text
     # ER (a baseline) is not the library's; TME (84.56) is, and joint is 95.00
     assert "from blocks.6: TME 84.56 vs joint 95.00 (-10.44)" in text
+    without_joint = [r for r in rows + head_only if r["method"] != "joint"]
+    assert "| TMC | 31.23 | 81.23 |" in regime_tables(without_joint)
+    assert "vs joint" not in regime_tables(without_joint)  # no joint row: no comparison line
 
 
 def test_regime_plot_only_when_a_dataset_ran_in_several_regimes(rows, tmp_path):
