@@ -49,6 +49,8 @@ def test_offline_main_job(tmp_path):
               if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == r["tasks"]}
     assert finals[("class", "tmc")] > finals[("class", "lwf")]
     assert ("data", "tmc-seq") in finals
+    # the README's headline: the layer-chosen RanPAC-style head is not below joint fine-tuning
+    assert all(finals[(s, "ranpac-layer")] >= finals[(s, "joint")] for s in ("class", "data"))
 
 
 def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path, monkeypatch):
