@@ -382,12 +382,21 @@ def layer_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
 def adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
     """The adaptations the first-session learner chooses from (on a validation split of
     experience 0), each read at every layer of :func:`feature_layers`: none; non-linear
-    fine-tuning of the whole trained part (SGD lr 1e-2 or 1e-3, 5 epochs); and, at the
-    head's input, one tangent component (the combination with TMC). Three trainings in
-    all: candidates that differ only in the layer share one."""
+    fine-tuning (SGD, momentum 0.9) of the whole trained part or of its last half (by
+    parameter count), at lr 1e-3 or 1e-2, for 2 or 5 epochs; and, at the head's input,
+    one tangent component (the combination with TMC). Nine trainings in all: candidates
+    that differ only in the layer share one."""
+    head = find_head(net)
+    body = [(n, p.numel()) for n, p in net.named_parameters() if not n.startswith(head + ".")]
+    total, remaining, half = sum(c for _, c in body), 0, None
+    for name, count in reversed(body):
+        remaining += count
+        if remaining >= total / 2:
+            half = name.rsplit(".", 1)[0]
+            break
     common = dict(batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta)
-    fine_tune = [Adaptation("fine-tune", lr, 5, layer=layer, **common)
-                 for lr in (1e-2, 1e-3) for layer in feature_layers(net)]
+    fine_tune = [Adaptation("fine-tune", lr, epochs, train_from=part, layer=layer, **common)
+                 for part in (None, half) for lr in (1e-3, 1e-2) for epochs in (2, 5) for layer in feature_layers(net)]
     return [*layer_candidates(net, cfg), *fine_tune, Adaptation("tangent", 1e-3, 5, **common)]
 
 

@@ -100,10 +100,13 @@ def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
     cfg = methods.TrainConfig(num_classes=3, epochs=1)
     grid = methods.adaptation_candidates(chain, cfg)
     assert [c.layer for c in methods.layer_candidates(chain, cfg)] == ["stages.conv", "stages.bn", None]
-    assert {c.training() for c in grid if c.how != "none"} == {  # three trainings in all
-        methods.Adaptation("fine-tune", 1e-2, 5, batch_size=cfg.batch_size, beta=cfg.beta),
-        methods.Adaptation("fine-tune", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta),
-        methods.Adaptation("tangent", 1e-3, 5, batch_size=cfg.batch_size, beta=cfg.beta)}
+    trainings = {c.training() for c in grid if c.how != "none"}
+    common = dict(batch_size=cfg.batch_size, beta=cfg.beta)
+    assert trainings == {  # nine trainings, each read at every layer
+        *(methods.Adaptation("fine-tune", lr, epochs, train_from=part, **common)
+          for part in (None, "stages.conv") for lr in (1e-3, 1e-2) for epochs in (2, 5)),  # half: by count
+        methods.Adaptation("tangent", 1e-3, 5, **common)}
+    assert len(grid) == 3 + 8 * 3 + 1
 
 
 def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice():
