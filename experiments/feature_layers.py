@@ -3,8 +3,8 @@
 ``python -m experiments.feature_layers --preset offline`` runs, on each run of the preset,
 :class:`~avalanche_tmc.AdaptThenComposeStrategy` with the RanPAC-style head once per
 candidate of the runner's ``adapt-ridge`` row (``benchmarks.methods.adaptation_candidates``:
-the pre-trained network and the network fine-tuned on experience 0, each read at every
-layer of the trained part; the tangent candidate is left out), each candidate forced, and
+the pre-trained network and the network fine-tuned on experience 0 — whole trained part,
+SGD lr 1e-2, 5 epochs — each read at every layer of the trained part), each forced, and
 prints every candidate's validation score on experience 0 (what the strategies choose by)
 next to its final test accuracy (what they cannot see). It is the table behind the
 README's "Adapt once, then compose by statistics" section.
@@ -33,15 +33,15 @@ def _final_accuracy(strategy: AdaptThenComposeStrategy, bm) -> float:
 def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str] = None,
             fine_tune_lr: Optional[float] = 1e-2) -> List[Dict[str, object]]:
     """One dict per candidate (``candidate``, ``validation``, ``test``) on one run of a preset
-    (``data_root``, ``weights``: as ``benchmarks.run``'s options); fine-tuned candidates
-    only at ``fine_tune_lr`` (``None``: none)."""
+    (``data_root``, ``weights``: as ``benchmarks.run``'s options); fine-tuned candidates:
+    the whole trained part, 5 epochs, at ``fine_tune_lr`` only (``None``: none)."""
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
     bm, top, cfg, _ = prepare_run(run, data_root=data_root, weights=weights)
     net = with_new_head(top, cfg)
-    candidates = [c for c in adaptation_candidates(net, cfg)
-                  if c.how == "none" or (c.how == "fine-tune" and c.lr == fine_tune_lr)]
+    candidates = [c for c in adaptation_candidates(net, cfg) if c.how == "none" or (
+        c.how == "fine-tune" and c.lr == fine_tune_lr and c.epochs == 5 and c.train_from is None)]
     _, scores = select_adaptation(net, bm.train_stream[0].dataset, candidates, seed=cfg.seed,
                                   projection_dim=cfg.projection_dim)
     rows = []
