@@ -11,7 +11,6 @@ both base points. Forgetting stays exact for experiences after the first (their
 components are independent); the first experience is in the base point itself.
 """
 
-import argparse
 import tempfile
 from typing import Dict, Optional, Sequence
 
@@ -21,7 +20,7 @@ from avalanche_tmc import fine_tune, select_adaptation
 from benchmarks.methods import adaptation_candidates, method_groups, with_new_head
 from benchmarks.presets import PRESETS
 from benchmarks.run import final_accuracies, run_group
-from experiments.common import prepare_run
+from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]
 
@@ -48,10 +47,7 @@ def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Print the measurement for every run of a preset."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="offline", choices=list(PRESETS))
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--weights", default=None)
+    parser = preset_parser(__doc__)
     args = parser.parse_args(argv)
     for run in PRESETS[args.preset]:
         result = measure(run, data_root=args.data_root, weights=args.weights)

@@ -10,7 +10,6 @@ next to its final test accuracy (what they cannot see). It is the table behind t
 README's "Adapt once, then compose by statistics" section.
 """
 
-import argparse
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -18,7 +17,7 @@ import torch
 from avalanche_tmc import AdaptThenComposeStrategy, select_adaptation
 from benchmarks.methods import adaptation_candidates, with_new_head
 from benchmarks.presets import PRESETS
-from experiments.common import prepare_run
+from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]
 
@@ -58,10 +57,7 @@ def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Print the measurement for every run of a preset."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="offline", choices=list(PRESETS))
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--weights", default=None)
+    parser = preset_parser(__doc__)
     args = parser.parse_args(argv)
     for run in PRESETS[args.preset]:
         print(f"{run['scenario']}-{run['dataset']} (validation on experience 0 / final test accuracy):", flush=True)

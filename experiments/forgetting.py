@@ -7,7 +7,6 @@ the composed δ, of the logits on the test set, and the two test accuracies. Exa
 forgetting gives differences at float rounding and equal accuracies.
 """
 
-import argparse
 from typing import Dict, Optional, Sequence
 
 import torch
@@ -16,7 +15,7 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import TangentModel, TMCStrategy
 from benchmarks.methods import TrainConfig, tangent_base
 from benchmarks.presets import PRESETS
-from experiments.common import prepare_run
+from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]
 
@@ -65,11 +64,8 @@ def measure(run: Dict, forget: int = 1, *, data_root: Optional[str] = None,
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Print the measurement for every run of a preset."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="offline", choices=list(PRESETS))
+    parser = preset_parser(__doc__)
     parser.add_argument("--forget", type=int, default=1, help="the experience id to forget")
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--weights", default=None)
     args = parser.parse_args(argv)
     for run in PRESETS[args.preset]:
         result = measure(run, args.forget, data_root=args.data_root, weights=args.weights)
