@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
 from .losses import RescaledSquareLoss
-from .statistics import RandomReLUFeatures, head_statistics, ridge_head
+from .statistics import head_statistics, ridge_head
 from .tangent import TangentModel, find_head
 
 __all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
@@ -216,18 +216,10 @@ def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, 
                                seed: int = 0) -> float:
     """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ), through
     the head's seeded random projection when ``projection_dim`` is given."""
-    projection: List[nn.Module] = []
+    head = AnalyticClassifier(features, num_classes, projection_dim=projection_dim, seed=seed)
 
     def embed(data):
-        phis, ys = [], []
-        for x, y in _batches(data, batch_size, 0, shuffle=False):
-            phi = features(x).flatten(1)
-            if projection_dim is not None:
-                if not projection:
-                    projection.append(RandomReLUFeatures(phi.shape[1], projection_dim, seed).to(phi.device))
-                phi = projection[0](phi)
-            phis.append(torch.cat([phi, torch.ones_like(phi[:, :1])], 1))
-            ys.append(y)
+        phis, ys = zip(*((head.embed(x), y) for x, y in _batches(data, batch_size, 0, shuffle=False)))
         return torch.cat(phis), torch.cat(ys)
 
     phi, y = embed(fit)
