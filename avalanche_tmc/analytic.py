@@ -25,9 +25,10 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 
+from .additive import ComposableLearner
 from .distributed import UnshardedLoaders
 from .plugin import TaskMaskPlugin, experience_task_classes
-from .safety import FailSafeTraining, check_forget_without_replay, replay_plugin_names
+from .safety import FailSafeTraining, check_forget, dependent_plugin_names, purge_replay, replay_groups
 from .statistics import (
     HeadStats,
     RandomReLUFeatures,
@@ -168,7 +169,7 @@ class AnalyticClassifier(nn.Module):
         return self.scores(self.embed(x))
 
 
-class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
+class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
@@ -206,7 +207,8 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
-        self._replayed = {}  # experience id -> replay plugins active when learned
+        self._replayed = {}  # experience id -> replay/distillation plugins active when learned
+        self._replay_groups = {}  # experience id -> its replay buffer groups (safety.replay_groups)
         self.component_classes = {}  # experience id -> task label -> classes
         super().__init__(
             model=model, optimizer=None, criterion=criterion, train_mb_size=train_mb_size, train_epochs=1,
@@ -220,20 +222,22 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
     def _snapshot_learner(self):
         model, stats = self.model, self.statistics
         return dict(
-            keys=list(stats._keys), sum=stats._sum, components=OrderedDict(stats._components),
+            statistics=stats.snapshot(),
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
-            pending=self._pending, replayed=dict(self._replayed), component_classes=dict(self.component_classes),
+            pending=self._pending, replayed=dict(self._replayed), replay_groups=dict(self._replay_groups),
+            component_classes=dict(self.component_classes),
             masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
             clock=dict(vars(self.clock)),
         )
 
     def _restore_learner(self, snap) -> None:
         model, stats = self.model, self.statistics
-        stats._keys, stats._sum, stats._components = list(snap["keys"]), snap["sum"], OrderedDict(snap["components"])
+        stats.restore(snap["statistics"])
         model.weight, model.means = snap["weight"], snap["means"]
         model.ridge_lambda, model.projection = snap["ridge_lambda"], snap["projection"]
         self._pending = snap["pending"]
         self._replayed = dict(snap["replayed"])
+        self._replay_groups = dict(snap["replay_groups"])
         self.component_classes = dict(snap["component_classes"])
         for plugin, state in snap["masks"]:
             plugin._load_mask_state(state)
@@ -269,7 +273,8 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
             raise KeyError(f"Experience {key} was already learned; forget it first to learn it again.")
         if self._pending is not None:
             self.statistics.add(key, self._pending)
-            self._replayed[key] = replay_plugin_names(self)
+            self._replayed[key] = dependent_plugin_names(self)
+            self._replay_groups[key] = replay_groups(self)
             self.component_classes[key] = {t: sorted(c) for t, c in experience_task_classes(self.experience).items()}
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         self._pending = None
@@ -288,12 +293,37 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
         if key in self.statistics:
             raise KeyError(f"Experience {key} was already learned; forget it first.")
         self.statistics.add(key, stats)
-        self._replayed[key] = []
-        self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in (classes or {}).items()}
-        for plugin in self.plugins:
-            if isinstance(plugin, TaskMaskPlugin):
-                plugin.record_task_classes(self.component_classes[key])
-        self.model.fit(self.statistics.summed(), self.ridge_lambda)
+        self.installed({key: classes or {}})
+
+    # ------------------------------------------------------------------ ComposableLearner
+    payload = "statistics"
+
+    def learned(self) -> StatisticsComposition:
+        """The composition of the statistics learned so far."""
+        return self.statistics
+
+    def replace_learned(self, composition: StatisticsComposition) -> StatisticsComposition:
+        """Put ``composition`` in place of the learned one (returned)."""
+        old, self.statistics = self.statistics, composition
+        return old
+
+    def learned_settings(self) -> Dict[str, object]:
+        from .additive import tensors_sha256
+
+        model = self.model
+        return dict(head=model.head, projection_dim=model.projection_dim, seed=model.seed,
+                    num_classes=model.num_classes, features=tensors_sha256(model.features.state_dict()))
+
+    def installed(self, classes) -> None:
+        """Statistics were merged in from elsewhere: record their classes, re-solve the head."""
+        for key, task_classes in classes.items():
+            self._replayed[key], self._replay_groups[key] = [], {}
+            self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in task_classes.items()}
+            for plugin in self.plugins:
+                if isinstance(plugin, TaskMaskPlugin):
+                    plugin.record_task_classes(self.component_classes[key])
+        if len(self.statistics):
+            self.model.fit(self.statistics.summed(), self.ridge_lambda)
 
     def load_components(self, paths) -> List[Hashable]:
         """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
@@ -306,11 +336,13 @@ class AnalyticHeadStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplat
             self.install_component(component.experience, component.tensors, component.classes)
         return [c.experience for c in components]
 
-    def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None) -> None:
-        """Remove an experience exactly and re-solve the head. Refused when a later
-        experience was learned with a replay plugin (its statistics hold this one's samples)."""
-        check_forget_without_replay(exp_id, self.statistics.keys, self._replayed)
+    def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:
+        """Remove an experience exactly and re-solve the head. Refused, unless ``inexact=True``,
+        when it would not be exact (see :func:`~avalanche_tmc.safety.check_forget`); its
+        samples are purged from ``ReplayPlugin``'s buffer."""
+        check_forget(exp_id, self.statistics.keys, self._replayed, self, self._replay_groups.get(exp_id, {}), inexact)
         self.statistics.forget(exp_id, stats)
+        purge_replay(self, self._replay_groups.pop(exp_id, {}))
         self._replayed.pop(exp_id, None)
         self.component_classes.pop(exp_id, None)
         if len(self.statistics):

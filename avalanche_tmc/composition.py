@@ -26,11 +26,12 @@ machines can be summed into them (an all-reduce, or files) in any order.
 """
 
 from collections import OrderedDict
-from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
 
+from .additive import AdditiveComposition
 from .tangent import Delta
 
 __all__ = [
@@ -57,13 +58,6 @@ def check_compatible(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> None:
 def non_finite_names(delta: Mapping[str, Tensor]) -> List[str]:
     """Names of the entries of ``delta`` holding a NaN or an infinity (empty: all finite)."""
     return [n for n, t in delta.items() if not bool(torch.isfinite(t).all())]
-
-
-def _as_float(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def check_finite(delta: Mapping[str, Tensor], what: str = "delta") -> None:
@@ -121,96 +115,35 @@ def compose(deltas: Sequence[Mapping[str, Tensor]], weights: Optional[Sequence[f
     return weighted_sum(deltas, [w / total for w in weights])
 
 
-class DeltaComposition:
+class DeltaComposition(AdditiveComposition):
     """A growing TMC composition: add components one by one, read the composed δ,
     forget any component exactly.
 
-    What it is for: the state a continual learner keeps between experiences. It holds
-    ``S = Σ w_i δ_i`` and ``W = Σ w_i`` (see the module docstring) plus each component's
-    weight. With ``keep_components=True`` it also keeps every ``δ_i`` (O(T) memory) so
+    What it is for: the state a continual learner keeps between experiences. It is the
+    :class:`~avalanche_tmc.additive.AdditiveComposition` of the components: ``S = Σ w_i δ_i``
+    and ``W = Σ w_i`` (see the module docstring) plus each component's weight and
+    checksum. With ``keep_components=True`` it also keeps every ``δ_i`` (O(T) memory) so
     that TME can ensemble them and :meth:`forget` needs nothing else; with ``False``
     memory is O(1) in the number of tasks and :meth:`forget` needs the forgotten ``δ_i``
-    handed back (e.g. from its file).
+    handed back (e.g. from its file), bit for bit the one added (its checksum is compared).
     """
 
+    noun = "component"
+    argument = "delta"
+
     def __init__(self, keep_components: bool = True):
-        self.keep_components = keep_components
-        self._sum: Optional[Delta] = None
-        self._total_weight = 0.0
-        self._weights: "OrderedDict[Hashable, float]" = OrderedDict()
-        self._components: "OrderedDict[Hashable, Delta]" = OrderedDict()
-        self._template: Optional[Delta] = None
+        super().__init__(keep_components=keep_components, scaled=True)
 
-    def __len__(self) -> int:
-        return len(self._weights)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._weights
-
-    @property
-    def keys(self) -> List[Hashable]:
-        """Keys of the components currently in the composition, in the order added."""
-        return list(self._weights)
-
-    @property
-    def weights(self) -> Dict[Hashable, float]:
-        """Key -> weight ``w_i`` of every component in the composition."""
-        return dict(self._weights)
-
-    @property
-    def components(self) -> "OrderedDict[Hashable, Delta]":
-        """Key -> ``δ_i`` (only when ``keep_components=True``)."""
-        if not self.keep_components:
-            raise RuntimeError(
-                "This composition keeps only the running sum (keep_components=False); "
-                "individual components are not stored."
-            )
-        return OrderedDict(self._components)
-
-    def add(self, key: Hashable, delta: Mapping[str, Tensor], weight: float = 1.0) -> None:
-        """Add component ``delta`` under ``key`` with weight ``w`` (> 0, finite).
-
-        A ``delta`` holding NaN or inf is refused (``ValueError``) and nothing changes."""
-        if key in self._weights:
-            raise KeyError(f"A component with key {key!r} is already in the composition; forget it first.")
-        if isinstance(weight, bool) or not 0 < _as_float(weight) < float("inf"):
-            raise ValueError(f"Component weight must be a positive finite number, got {weight!r}.")
-        delta = OrderedDict((n, t.detach()) for n, t in delta.items())
+    def _check_compatible(self, tensors: Mapping[str, Tensor]) -> None:
         if self._template is not None:
-            check_compatible(self._template, delta)
-        check_finite(delta, f"component {key!r}")
-        if self._template is None:
-            self._template = zeros_like_delta(delta)
-            self._sum = zeros_like_delta(delta)
-        new_sum = OrderedDict((n, self._sum[n] + float(weight) * delta[n].to(self._sum[n])) for n in self._sum)
-        check_finite(new_sum, f"running sum after adding {key!r} (weight {weight})")
-        self._sum = new_sum
-        self._total_weight += float(weight)
-        self._weights[key] = float(weight)
-        if self.keep_components:
-            self._components[key] = OrderedDict((n, t.clone()) for n, t in delta.items())
+            check_compatible(self._template, tensors)
 
-    def snapshot(self) -> dict:
-        """The composition's state, for :meth:`restore` (cheap: tensors are shared, never
-        modified in place)."""
-        return dict(sum=self._sum, total_weight=self._total_weight, weights=OrderedDict(self._weights),
-                    components=OrderedDict(self._components), template=self._template)
-
-    def restore(self, state: dict) -> None:
-        """Go back exactly to a :meth:`snapshot`."""
-        self._sum = state["sum"]
-        self._total_weight = state["total_weight"]
-        self._weights = OrderedDict(state["weights"])
-        self._components = OrderedDict(state["components"])
-        self._template = state["template"]
+    def _check_finite(self, tensors: Mapping[str, Tensor], what: str) -> None:
+        check_finite(tensors, what)
 
     def composed(self) -> Delta:
         """The composed ``δ = S / W``; all zeros (the pre-trained model) when empty."""
-        if self._template is None:
-            raise RuntimeError("The composition is empty and has never seen a component.")
-        if not self._weights:
-            return zeros_like_delta(self._template)
-        return scale_delta(self._sum, 1.0 / self._total_weight)
+        return self.mean()
 
     def composed_with(self, delta: Mapping[str, Tensor], weight: float = 1.0) -> Delta:
         """``(S + w δ) / (W + w)``: the composition if ``delta`` were added, without adding it."""
@@ -222,40 +155,3 @@ class DeltaComposition:
         return OrderedDict(
             (n, (self._sum[n] + float(weight) * t.detach().to(self._sum[n])) / total) for n, t in delta.items()
         )
-
-    def forget(self, key: Hashable, delta: Optional[Mapping[str, Tensor]] = None) -> None:
-        """Remove component ``key`` exactly: afterwards :meth:`composed` equals the
-        composition of the remaining components. ``delta`` is needed only when the
-        components are not kept."""
-        if key not in self._weights:
-            raise KeyError(f"No component with key {key!r}; present: {self.keys}.")
-        if delta is None:
-            if not self.keep_components:
-                raise ValueError(
-                    f"To forget {key!r} from a composition that keeps no components, pass its delta "
-                    "(e.g. loaded from the component's file)."
-                )
-            delta = self._components[key]
-        check_compatible(self._template, delta)
-        check_finite(delta, f"delta given to forget {key!r}")
-        if self.keep_components and delta is not self._components[key]:
-            kept = self._components[key]
-            differ = [n for n in kept if not torch.allclose(delta[n].to(kept[n]), kept[n], rtol=1e-5, atol=1e-8)]
-            if differ:
-                raise ValueError(
-                    f"The delta given to forget {key!r} differs from the component kept under that key (in "
-                    f"{differ[:5]}); subtracting it would leave the composition wrong. Call forget({key!r}) "
-                    "without a delta: the kept component is used."
-                )
-        weight = self._weights.pop(key)
-        self._components.pop(key, None)
-        self._sum = OrderedDict((n, self._sum[n] - weight * delta[n].to(self._sum[n])) for n in self._sum)
-        self._total_weight -= weight
-        if not self._weights:  # clear the rounding residue: nothing is left
-            self._sum = zeros_like_delta(self._template)
-            self._total_weight = 0.0
-
-    def iter_components(self) -> Iterable[tuple]:
-        """``(key, weight, δ_i)`` for every kept component."""
-        for key, delta in self.components.items():
-            yield key, self._weights[key], delta

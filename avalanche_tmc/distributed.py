@@ -73,8 +73,8 @@ import torch.distributed as dist
 from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
-from .component_files import state_dict_sha256
-from .safety import check_new_experience_ids, replay_plugin_names
+from .additive import AdditiveComposition, ComposableLearner
+from .safety import check_new_experience_ids, dependent_plugin_names
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelReport", "UnshardedLoaders", "init_parallel",
@@ -178,159 +178,55 @@ def assign_experiences(sizes: Sequence[int], world_size: int) -> List[List[int]]
 # ---------------------------------------------------------------------------- learners
 
 
-class _Learner:
-    """What :func:`train_parallel` needs of a strategy: its composition (``holder.<slot>``)
-    set aside during the local training, the local sum and components, the final state."""
-
-    payload = ""
-    slot = ""
-
-    def __init__(self, strategy, holder):
-        self.strategy, self.holder = strategy, holder
-        self.saved = None
-
-    def local(self):
-        """The composition (learned so far; during the local training: this process's)."""
-        return getattr(self.holder, self.slot)
-
-    def set_aside(self) -> None:
-        self.saved = self.local()
-        setattr(self.holder, self.slot, type(self.saved)(keep_components=self.saved.keep_components))
-
-    def put_back(self) -> None:
-        if self.saved is not None:
-            setattr(self.holder, self.slot, self.saved)
-            self.saved = None
-
-    def keep_components(self) -> bool:
-        return self.local().keep_components
-
-    def local_component(self, key) -> "OrderedDict[str, Tensor]":
-        return self.local().components[key]
-
-    def layout(self) -> Optional[List[Tuple[str, List[int], str]]]:
-        """(name, shape, dtype) of the summed tensors, or None when unknown here."""
-        raise NotImplementedError
-
-    def local_sum(self) -> Optional["OrderedDict[str, Tensor]"]:
-        raise NotImplementedError
-
-    def local_weights(self) -> Dict[Any, Optional[float]]:
-        raise NotImplementedError
-
-    def install(self, order, weights, total, components, experiences) -> None:
-        raise NotImplementedError
-
-    def settings(self) -> Dict[str, Any]:
-        raise NotImplementedError
-
-    def record_classes(self, experiences) -> None:
-        """Every experience's classes, as if trained here: the task mask's and the
-        per-experience record (``component_classes``) that component files carry."""
-        from .plugin import TaskMaskPlugin, experience_task_classes
-
-        for exp in experiences:
-            self.holder.component_classes[exp.current_experience] = {
-                t: sorted(c) for t, c in experience_task_classes(exp).items()}
-        for plugin in self.strategy.plugins:
-            if isinstance(plugin, TaskMaskPlugin):
-                for exp in experiences:
-                    plugin.record_training_experience(exp)
-
-
 def _layout(tensors) -> List[Tuple[str, List[int], str]]:
     return [(name, list(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()]
 
 
-class _TangentLearner(_Learner):
-    payload, slot = "delta", "composition"
+class _Learner:
+    """What :func:`train_parallel` does with a strategy, through the
+    :class:`~avalanche_tmc.additive.ComposableLearner` protocol only: its composition set
+    aside during the local training (the process's own sum), then the members of every
+    process merged into it."""
 
     def __init__(self, strategy):
-        super().__init__(strategy, strategy.tangent_plugin)
-        if self.holder.mode == "tmc-seq":
-            raise ValueError(
-                "TMC-Seq cannot train in parallel: each of its components starts from the composition of the "
-                "experiences before it, so experience t must wait for t-1 (sequential by definition). Use "
-                "TMCStrategy or TMEStrategy (independent components) for parallel or federated training.")
+        if not isinstance(strategy, ComposableLearner):
+            raise TypeError(
+                f"train_parallel trains TMCStrategy, TMEStrategy or AnalyticHeadStrategy (independent components or "
+                f"statistics: a ComposableLearner), got {type(strategy).__name__}.")
+        strategy.check_independent("train in parallel")
+        self.strategy = strategy
+        self.payload = strategy.payload
+        self.saved: Optional[AdditiveComposition] = None
 
-    def layout(self):
-        return _layout(self.strategy.model.delta)
+    def local(self) -> AdditiveComposition:
+        """The composition (learned so far; during the local training: this process's)."""
+        return self.strategy.learned()
 
-    def local_sum(self):
-        return self.local()._sum if len(self.local()) else None
+    def set_aside(self) -> None:
+        self.saved = self.strategy.replace_learned(self.local().empty_like())
 
-    def local_weights(self):
-        return self.local().weights
+    def put_back(self) -> None:
+        if self.saved is not None:
+            self.strategy.replace_learned(self.saved)
+            self.saved = None
 
-    def install(self, order, weights, total, components, experiences) -> None:
-        composition, model = self.saved, self.strategy.model
-        state = composition.snapshot()
-        previous = state["sum"]
-        state["sum"] = total if previous is None else OrderedDict(
-            (n, previous[n] + total[n].to(previous[n])) for n in previous)
-        if state["template"] is None:
-            state["template"] = OrderedDict((n, torch.zeros_like(t)) for n, t in total.items())
-        for key in order:
-            state["total_weight"] += float(weights[key])
-            state["weights"][key] = float(weights[key])
-            if components is not None:
-                state["components"][key] = components[key]
-        composition.restore(state)
-        self.put_back()
-        self.holder._replayed.update({key: [] for key in order})
-        self.record_classes(experiences)
-        model.load_delta(composition.composed())
+    def layout(self) -> Optional[List[Tuple[str, List[int], str]]]:
+        """(name, shape, dtype) of the summed tensors, or None when nothing was learned here."""
+        return _layout(self.local().summed()) if len(self.local()) else None
 
-    def settings(self):
-        return dict(mode=self.holder.mode, weighting=self.holder.weighting,
-                    fingerprint=self.strategy.model.base_fingerprint())
-
-
-class _StatisticsLearner(_Learner):
-    payload, slot = "statistics", "statistics"
-
-    def __init__(self, strategy):
-        super().__init__(strategy, strategy)
-
-    def layout(self):
-        return _layout(self.local_sum()) if len(self.local()) else None
-
-    def local_sum(self):
+    def local_sum(self) -> Optional["OrderedDict[str, Tensor]"]:
         return self.local().summed() if len(self.local()) else None
 
-    def local_weights(self):
-        return {key: None for key in self.local().keys}  # statistics carry their sample count
+    def install(self, weights, total, components, checksums, experiences) -> None:
+        """Merge every process's members into the composition set aside and put it back."""
+        from .plugin import experience_task_classes
 
-    def install(self, order, weights, total, components, experiences) -> None:
-        from .statistics import add_statistics
-
-        statistics, strategy = self.saved, self.strategy
-        statistics._sum = total if statistics._sum is None else add_statistics(statistics._sum, total)
-        statistics._keys.extend(order)
-        if components is not None:
-            statistics._components.update((key, components[key]) for key in order)
+        composition = self.saved
+        if total is not None:
+            composition.merge(weights, total, components, checksums)
         self.put_back()
-        strategy._replayed.update({key: [] for key in order})
-        self.record_classes(experiences)
-        strategy.model.fit(statistics.summed(), strategy.ridge_lambda)
-
-    def settings(self):
-        model = self.strategy.model
-        features = model.features.state_dict()
-        return dict(head=model.head, projection_dim=model.projection_dim, seed=model.seed,
-                    num_classes=model.num_classes, features=state_dict_sha256(features))
-
-
-def _learner_for(strategy) -> _Learner:
-    from .analytic import AnalyticHeadStrategy
-
-    if hasattr(strategy, "tangent_plugin"):
-        return _TangentLearner(strategy)
-    if isinstance(strategy, AnalyticHeadStrategy):
-        return _StatisticsLearner(strategy)
-    raise TypeError(
-        f"train_parallel trains TMCStrategy, TMEStrategy or AnalyticHeadStrategy (independent components or "
-        f"statistics), got {type(strategy).__name__}.")
+        self.strategy.installed({exp.current_experience: {t: sorted(c) for t, c in experience_task_classes(exp).items()}
+                                 for exp in experiences})
 
 
 # ---------------------------------------------------------------------------- collectives
@@ -430,11 +326,12 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
     """
     timeout = _check_timeout(timeout)
     experiences = list(experiences)
-    learner = _learner_for(strategy)
-    replay = replay_plugin_names(strategy)
-    if replay:
-        raise ValueError(f"train_parallel refuses replay plugins ({replay}): a replaying component holds earlier "
-                         "experiences' samples, so experiences are no longer independent.")
+    learner = _Learner(strategy)
+    dependent = dependent_plugin_names(strategy)
+    if dependent:
+        raise ValueError(f"train_parallel refuses replay and distillation plugins ({dependent}): a component trained "
+                         "with them holds earlier experiences' samples or outputs, so experiences are no longer "
+                         "independent.")
     check_new_experience_ids(experiences, learner.local())
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (DistributedHelper.rank, DistributedHelper.world_size) if distributed else (0, 1)
@@ -446,7 +343,7 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
     if world > 1:
         control = _control_group()
         _check_same_setup(dict(experiences=ids, sizes=[len(exp.dataset) for exp in experiences], seed=seed,
-                               payload=learner.payload, settings=learner.settings()), rank)
+                               payload=learner.payload, settings=strategy.learned_settings()), rank)
     template, before = strategy._snapshot_template(), strategy._snapshot_learner()
     learner.set_aside()
     try:
@@ -464,7 +361,8 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
                 failed_with = error
                 break
         report.train_seconds = time.perf_counter() - start
-        _compose(learner, experiences, ids, shares, control, assignment, (failure, failed_with), report, timeout)
+        merged = _compose(learner, ids, shares, control, assignment, (failure, failed_with), report, timeout)
+        learner.install(*merged, experiences=experiences)
     except BaseException:
         learner.put_back()
         strategy._restore_learner(before)
@@ -473,13 +371,16 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
     return report
 
 
-def _compose(learner: _Learner, experiences, ids, shares, control, assignment, failure, report: ParallelReport,
-             timeout: float) -> None:
-    """Exchange the ranks' reports, then all-reduce the sum and broadcast the components."""
+def _compose(learner: _Learner, ids, shares, control, assignment, failure, report: ParallelReport,
+             timeout: float):
+    """Exchange the ranks' reports, then all-reduce the sum and broadcast the components:
+    ``(weights, total, components, checksums)`` of every experience, ``total`` None when
+    nothing was trained anywhere (an empty stream)."""
     rank, world = report.rank, report.world_size
     failure, local_error = failure
-    status = dict(rank=rank, failure=failure, weights=[[k, w] for k, w in learner.local_weights().items()],
-                  layout=learner.layout())
+    local = learner.local()
+    status = dict(rank=rank, failure=failure, weights=[[k, w] for k, w in local.weights.items()],
+                  checksums=[[k, c] for k, c in local.checksums.items()], layout=learner.layout())
     start = time.perf_counter()
     if world > 1:
         _wait_for_all(control, rank, assignment, timeout)
@@ -495,17 +396,19 @@ def _compose(learner: _Learner, experiences, ids, shares, control, assignment, f
             from local_error
     layouts = [s["layout"] for s in statuses if s["layout"] is not None]
     if not layouts:
-        return  # nothing was trained anywhere (an empty stream)
+        return {}, None, None, None  # nothing was trained anywhere (an empty stream)
     layout = [tuple(entry) for entry in layouts[0]]
     for s in statuses:
         if s["layout"] is not None and [tuple(e) for e in s["layout"]] != layout:
             raise ParallelTrainingError(
                 f"rank {s['rank']}'s components have other names, shapes or types than rank "
                 f"{statuses[0]['rank']}'s: the processes did not build the same model.")
-    weights = {}
+    weights, checksums = {}, {}
     for s in statuses:
         weights.update((key, w) for key, w in s["weights"])
+        checksums.update((key, c) for key, c in s["checksums"])
     order = list(ids)
+    weights = OrderedDict((key, weights[key]) for key in order)
     dtypes = {dtype for _, _, dtype in layout}
     dtype = getattr(torch, dtypes.pop()) if len(dtypes) == 1 else torch.float64
     local_sum = learner.local_sum()
@@ -519,12 +422,12 @@ def _compose(learner: _Learner, experiences, ids, shares, control, assignment, f
     total = _unflatten(flat, layout, device)
     report.bytes_reduced = flat.numel() * flat.element_size()
     components = None
-    if learner.keep_components():
+    if local.keep_components:
         components = {}
         owner = {ids[i]: r for r, share in enumerate(shares) for i in share}
         for key in order:
             if owner[key] == rank:
-                tensor = _flatten(learner.local_component(key), layout, dtype)
+                tensor = _flatten(local.components[key], layout, dtype)
             else:
                 tensor = torch.empty(flat.numel(), dtype=dtype)
             if world > 1:
@@ -532,4 +435,4 @@ def _compose(learner: _Learner, experiences, ids, shares, control, assignment, f
                 report.bytes_broadcast += tensor.numel() * tensor.element_size()
             components[key] = _unflatten(tensor, layout, device)
     report.communicate_seconds = time.perf_counter() - start
-    learner.install(order, weights, total, components, experiences)
+    return weights, total, components, checksums

@@ -23,7 +23,7 @@ from avalanche.core import SupervisedPlugin
 
 from .composition import DeltaComposition, non_finite_names
 from .ensemble import class_mask, log_softmax_ensemble, mask_logits, nll_of_log_probs
-from .safety import check_forget_without_replay, check_new_experience_ids, replay_plugin_names
+from .safety import check_forget, check_new_experience_ids, dependent_plugin_names, purge_replay, replay_groups
 from .tangent import Delta, TangentModel
 
 __all__ = [
@@ -355,7 +355,9 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         self.training_state: Optional[Delta] = None  # the component being trained, during evaluation
         self._pending_weight = 1.0
         self._snapshot: Optional[Dict[str, Any]] = None
-        self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay plugins active when trained
+        self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay/distillation plugins when trained
+        self._replay_groups: Dict[Hashable, Dict[int, int]] = {}  # experience id -> its replay buffer groups
+        self.base_fingerprint: Optional[str] = None  # TangentModel.base_fingerprint() the components belong to
         self.component_classes: Dict[Hashable, Dict[int, List[int]]] = {}  # experience id -> task -> classes
         # called as f(strategy, key, delta, weight) after each component is composed (component files)
         self.component_callbacks: List[Callable[..., None]] = []
@@ -419,6 +421,8 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
             composition=self.composition.snapshot(),
             mask=self._mask_state(),
             replayed=dict(self._replayed),
+            replay_groups=dict(self._replay_groups),
+            base_fingerprint=self.base_fingerprint,
             component_classes=dict(self.component_classes),
             in_training_exp=self.in_training_exp,
             training_delta=self.training_state,
@@ -433,11 +437,15 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         )
 
     def restore(self, strategy: "SupervisedTemplate", snap: Dict[str, Any]) -> None:
-        """Put back what :meth:`snapshot` recorded."""
+        """Put back what :meth:`snapshot` recorded (and drop the rollback point of the
+        current ``train()`` call, if any: there is nothing left to undo)."""
         model = self.tangent_model(strategy)
+        self._snapshot = None
         self.composition.restore(snap["composition"])
         self._load_mask_state(snap["mask"])
         self._replayed = dict(snap["replayed"])
+        self._replay_groups = dict(snap["replay_groups"])
+        self.base_fingerprint = snap["base_fingerprint"]
         self.component_classes = dict(snap["component_classes"])
         self.in_training_exp = snap["in_training_exp"]
         self.training_state = snap["training_delta"]
@@ -511,6 +519,7 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         the composed δ for TMC-Seq)."""
         model = self.tangent_model(strategy)
         check_new_experience_ids([strategy.experience], self.composition)
+        self.check_base(model)
         if self.mode == "tmc-seq" and len(self.composition):
             model.load_delta(self.composition.composed())
         else:
@@ -525,11 +534,20 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
                 f"Experience {key} was already trained and composed; forget it first "
                 "(strategy.forget(exp_id)) to train it again."
             )
+        clock = getattr(strategy, "clock", None)
+        if clock is not None and clock.train_exp_iterations == 0:
+            raise ValueError(
+                f"Experience {key}: no training step was taken (train_epochs={getattr(strategy, 'train_epochs', '?')}"
+                f", {len(strategy.experience.dataset)} samples): its component would be δ = 0, which composed with "
+                "weight > 0 only dilutes the others. Nothing was composed; train at least one epoch on a non-empty "
+                "experience.")
         delta = model.delta
         if non_finite_names(delta):
             self._stop_diverged(strategy, f"δ holds NaN/inf in {non_finite_names(delta)[:5]}")
+        self.check_base(model)
         self.composition.add(key, delta, self._pending_weight)
-        self._replayed[key] = replay_plugin_names(strategy)
+        self._replayed[key] = dependent_plugin_names(strategy)
+        self._replay_groups[key] = replay_groups(strategy)
         self.component_classes[key] = {t: sorted(c) for t, c in experience_task_classes(strategy.experience).items()}
         for callback in self.component_callbacks:
             callback(strategy, key, delta, self._pending_weight)
@@ -546,11 +564,36 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         if key in self.composition:
             raise KeyError(f"Experience {key} is already composed; forget it first.")
         model.check_delta(delta)
+        self.check_base(model)
         self.composition.add(key, delta, weight)
-        self._replayed[key] = []
-        self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in (classes or {}).items()}
-        self.record_task_classes(self.component_classes[key])
-        model.load_delta(self.composition.composed())
+        self.installed(model, {key: classes or {}})
+
+    def installed(self, model: TangentModel, classes: Dict[Hashable, Dict[int, List[int]]]) -> None:
+        """Components were added to :attr:`composition` from elsewhere (a file, another
+        process): record each one's classes (task label -> classes) as if trained here and
+        load the composition into ``model``."""
+        self.check_base(model)
+        for key, task_classes in classes.items():
+            self._replayed[key] = []
+            self._replay_groups[key] = {}
+            self.component_classes[key] = {int(t): sorted(int(x) for x in c) for t, c in task_classes.items()}
+            self.record_task_classes(self.component_classes[key])
+        if len(self.composition):
+            model.load_delta(self.composition.composed())
+
+    def check_base(self, model: TangentModel) -> None:
+        """Record the base point the components belong to (the first time) and refuse a
+        model whose base weights or BatchNorm statistics changed since (``ValueError``):
+        every component is a direction from that base, meaningless around another."""
+        fingerprint = model.base_fingerprint()
+        if self.base_fingerprint is None or not len(self.composition):
+            self.base_fingerprint = fingerprint
+        elif fingerprint != self.base_fingerprint:
+            raise ValueError(
+                "The wrapped network's weights or buffers changed since the components were trained (its base "
+                f"fingerprint is {fingerprint[:12]}, the components belong to {self.base_fingerprint[:12]}): "
+                "tangent components only mean something around the base they were trained on. Load the original "
+                "pre-trained weights back (never load_state_dict other weights into a trained strategy's network).")
 
     # ------------------------------------------------------------------ evaluation
     def load_combination(self, strategy: "SupervisedTemplate") -> None:
@@ -558,6 +601,7 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         model = self.tangent_model(strategy)
         delta = self._eval_delta()
         if delta is not None:
+            self.check_base(model)
             model.load_delta(delta)
 
     def save_training_state(self, strategy: "SupervisedTemplate") -> Delta:
@@ -587,20 +631,33 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         """Experience id -> trained component δ (when components are kept)."""
         return self.composition.components
 
-    def forget(self, model: TangentModel, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
-        """Remove experience ``exp_id`` from the composition and load the result into ``model``.
+    def forget(self, strategy, exp_id: Hashable, delta: Optional[Delta] = None, *, inexact: bool = False) -> None:
+        """Remove experience ``exp_id`` from the composition and load the result into the
+        strategy's model (``strategy``: the strategy, or just its :class:`TangentModel`,
+        then its plugins are not checked).
 
-        Refused (``ValueError``) when an experience composed after ``exp_id`` was trained
-        with a replay plugin (``ReplayPlugin`` ...): its component holds ``exp_id``'s
-        samples, so forgetting ``exp_id`` alone would not unlearn them."""
+        Refused (``ValueError``) when it would not be exact, unless ``inexact=True``: an
+        experience composed after ``exp_id`` was trained with a replay or distillation
+        plugin; a distillation plugin is attached (its teacher knows ``exp_id``); ``exp_id``'s
+        samples sit in a replay buffer that cannot be purged. Replay buffers of Avalanche's
+        ``ExperienceBalancedBuffer`` (``ReplayPlugin``'s default) are purged of ``exp_id``'s
+        samples, so later experiences do not replay them."""
         if self.mode == "tmc-seq":
             raise ValueError(
                 "TMC-Seq components are not independent: each δ_t started from the composition of "
                 "the tasks before it, so subtracting one does not give the model without that task. "
                 "Use TMCStrategy (parallel components) when you need exact forgetting."
             )
-        check_forget_without_replay(exp_id, self.composition.keys, self._replayed)
+        model = strategy if isinstance(strategy, TangentModel) else self.tangent_model(strategy)
+        if exp_id in self.composition:
+            self.check_base(model)
+        if strategy is not model:
+            check_forget(exp_id, self.composition.keys, self._replayed, strategy, self._replay_groups.get(exp_id, {}),
+                         inexact)
         self.composition.forget(exp_id, delta)
+        if strategy is not model:
+            purge_replay(strategy, self._replay_groups.get(exp_id, {}))
         self._replayed.pop(exp_id, None)
+        self._replay_groups.pop(exp_id, None)
         self.component_classes.pop(exp_id, None)
         model.load_delta(self.composition.composed())

@@ -34,6 +34,8 @@ from typing import Dict, Hashable, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from .additive import AdditiveComposition
+
 __all__ = [
     "HeadStats", "STAT_KEYS", "DEFAULT_RIDGE_GRID", "head_statistics", "add_statistics", "check_finite_statistics",
     "gcv_ridge_lambda", "ridge_head", "class_means", "StatisticsComposition", "RandomReLUFeatures",
@@ -146,69 +148,52 @@ def class_means(stats: HeadStats) -> Tensor:
     return stats["class_sum"] / stats["class_count"].clamp(min=1).unsqueeze(1)
 
 
-class StatisticsComposition:
+class StatisticsComposition(AdditiveComposition):
     """Per-task head statistics composed by summation, with exact forgetting.
 
-    What it is for: the analytic-head counterpart of :class:`~avalanche_tmc.composition.DeltaComposition`.
-    It keeps the running sum (fixed size) and, with ``keep_components=True``, each
-    task's statistics so :meth:`forget` needs nothing else.
+    What it is for: the analytic-head counterpart of :class:`~avalanche_tmc.composition.DeltaComposition`:
+    the same :class:`~avalanche_tmc.additive.AdditiveComposition`, unscaled (statistics
+    are already sums over samples; a task's weight is its sample count). It keeps the
+    running sum (fixed size) and, with ``keep_components=True``, each task's statistics
+    so :meth:`forget` needs nothing else.
     """
 
+    noun = "statistics"
+    argument = "statistics"
+    forget_rtol, forget_atol = 1e-7, 1e-9
+
     def __init__(self, keep_components: bool = True):
-        self.keep_components = keep_components
-        self._sum: Optional[HeadStats] = None
-        self._keys = []
-        self._components: "OrderedDict[Hashable, HeadStats]" = OrderedDict()
+        super().__init__(keep_components=keep_components, scaled=False)
 
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._keys
-
-    @property
-    def keys(self):
-        """Keys of the tasks in the composition, in the order added."""
-        return list(self._keys)
-
-    @property
-    def components(self) -> "OrderedDict[Hashable, HeadStats]":
-        """Key -> that task's statistics (only with ``keep_components=True``)."""
-        if not self.keep_components:
-            raise RuntimeError("This composition keeps only the running sum (keep_components=False).")
-        return OrderedDict(self._components)
-
-    def add(self, key: Hashable, stats: HeadStats) -> None:
-        """Add a task's statistics under ``key``."""
-        if key in self._keys:
-            raise KeyError(f"Statistics for {key!r} are already in the composition; forget them first.")
+    def _checked(self, key: Hashable, stats) -> HeadStats:
         missing = [k for k in STAT_KEYS if k not in stats]
         if missing:
             raise ValueError(f"Statistics for {key!r} lack {missing}; use head_statistics() to make them.")
-        check_finite_statistics(stats, f"statistics of {key!r}")
-        self._sum = OrderedDict((k, stats[k].clone()) for k in STAT_KEYS) if self._sum is None \
-            else add_statistics(self._sum, stats)
-        self._keys.append(key)
-        if self.keep_components:
-            self._components[key] = OrderedDict((k, stats[k].clone()) for k in STAT_KEYS)
+        return OrderedDict((k, stats[k].detach()) for k in STAT_KEYS)
 
-    def forget(self, key: Hashable, stats: Optional[HeadStats] = None) -> None:
-        """Remove task ``key`` exactly (``stats`` needed only when components are not kept)."""
-        if key not in self._keys:
-            raise KeyError(f"No statistics with key {key!r}; present: {self._keys}.")
-        if stats is None:
-            if not self.keep_components:
-                raise ValueError(f"Pass the statistics of {key!r} to forget them (components are not kept).")
-            stats = self._components[key]
-        check_finite_statistics(stats, f"statistics given to forget {key!r}")
-        if self.keep_components and stats is not self._components[key]:
-            kept = self._components[key]
-            if any(not torch.allclose(stats[k].to(kept[k]), kept[k], rtol=1e-7, atol=1e-9) for k in STAT_KEYS):
-                raise ValueError(f"The statistics given to forget {key!r} differ from the ones kept under that key; "
-                                 f"call forget({key!r}) without statistics: the kept ones are used.")
-        self._sum = add_statistics(self._sum, stats, sign=-1.0)
-        self._keys.remove(key)
-        self._components.pop(key, None)
+    def _check_compatible(self, stats) -> None:
+        if self._template is not None:
+            add_statistics(self._template, stats)  # raises naming the statistic whose shape differs
+
+    def _check_finite(self, stats, what: str) -> None:
+        check_finite_statistics(stats, what)
+
+    def _differs_message(self, key: Hashable, names) -> str:
+        return (f"The statistics given to forget {key!r} differ from the ones kept under that key; "
+                f"call forget({key!r}) without statistics: the kept ones are used.")
+
+    def add(self, key: Hashable, stats: HeadStats, weight: Optional[float] = None) -> None:
+        """Add a task's statistics under ``key`` (weight: their sample count)."""
+        if key in self._weights:
+            raise KeyError(f"Statistics for {key!r} are already in the composition; forget them first.")
+        if weight is None:
+            if "count" not in stats:
+                self._checked(key, stats)  # raises naming what is missing
+            weight = float(stats["count"])
+            if weight <= 0:
+                raise ValueError(f"The statistics of {key!r} hold no sample (count {weight:g}): an experience "
+                                 "without data adds nothing. Nothing was added.")
+        super().add(key, stats, weight)
 
     def summed(self) -> HeadStats:
         """The statistics of all tasks in the composition (what the head is solved from)."""

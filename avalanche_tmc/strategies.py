@@ -14,16 +14,18 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch.optim import Optimizer
 
+from .additive import ComposableLearner
+from .composition import DeltaComposition
 from .distributed import UnshardedLoaders
 from .losses import RescaledSquareLoss
 from .plugin import TangentPlugin
-from .safety import FailSafeTraining
+from .safety import FailSafeTraining, check_train_epochs
 from .tangent import Delta, TangentModel
 
 __all__ = ["TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
 
-class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
+class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     """Shared constructor of the tangent strategies; subclasses fix ``mode``.
 
     ``train()`` is all or nothing: an experience id that is already composed is refused
@@ -32,6 +34,7 @@ class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     clock are as before the call."""
 
     mode = "tmc"
+    payload = "delta"
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
             optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr)
         if criterion is None:
             criterion = RescaledSquareLoss(alpha=1.0, beta=beta)
+        check_train_epochs(train_epochs)
         self.tangent_plugin = TangentPlugin(
             self.mode, weighting=weighting, keep_components=keep_components, task_incremental=task_incremental
         )
@@ -116,7 +120,30 @@ class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
 
     def _restore_learner(self, snapshot) -> None:
         self.tangent_plugin.restore(self, snapshot)
-        self.tangent_plugin._snapshot = None
+
+    # ------------------------------------------------------------------ ComposableLearner
+    def learned(self) -> DeltaComposition:
+        """The composition of the components learned so far."""
+        return self.tangent_plugin.composition
+
+    def replace_learned(self, composition: DeltaComposition) -> DeltaComposition:
+        """Put ``composition`` in place of the learned one (returned)."""
+        old, self.tangent_plugin.composition = self.tangent_plugin.composition, composition
+        return old
+
+    def check_independent(self, what: str) -> None:
+        if self.mode == "tmc-seq":
+            raise ValueError(
+                f"TMC-Seq cannot {what}: each of its components starts from the composition of the experiences "
+                "before it, so experience t must wait for t-1 (sequential by definition). Use TMCStrategy or "
+                "TMEStrategy (independent components) for parallel or federated training.")
+
+    def learned_settings(self) -> dict:
+        return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting,
+                    fingerprint=self.model.base_fingerprint())
+
+    def installed(self, classes) -> None:
+        self.tangent_plugin.installed(self.model, classes)
 
     @property
     def components(self) -> "OrderedDict[Hashable, Delta]":
@@ -166,17 +193,29 @@ class _TangentStrategy(FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
         strategy.load_components(paths)
         return strategy
 
-    def forget(self, exp_id: Hashable, delta: Optional[Delta] = None) -> None:
+    def forget(self, exp_id: Hashable, delta: Optional[Delta] = None, *, inexact: bool = False) -> None:
         """Unlearn experience ``exp_id`` at zero cost: the strategy then evaluates the
         composition of the remaining experiences. ``delta`` is needed only with
-        ``keep_components=False`` (and must then be that experience's component).
+        ``keep_components=False`` (and must then be that experience's component, bit for
+        bit: its checksum is compared).
 
         With a replay plugin (e.g. ``plugins=[ReplayPlugin(mem_size=...)]``) the
         components of later experiences are trained on replayed samples of earlier ones,
         so forgetting an experience that later ones replayed is refused with a
         ``ValueError``; forget the later experiences first, or train without replay when
-        exact forgetting matters. Forgetting the most recent experience stays exact."""
-        self.tangent_plugin.forget(self.model, exp_id, delta)
+        exact forgetting matters. Forgetting the most recent experience stays exact, and
+        its samples are purged from ``ReplayPlugin``'s buffer (Avalanche's
+        ``ExperienceBalancedBuffer``; another buffer is refused). With a distillation plugin
+        (``LwFPlugin``) forgetting is refused: its teacher knows the experience.
+        ``inexact=True`` forgets from the composition anyway.
+
+        With ``component_dir``, the experience's file there is removed, so that
+        :meth:`from_components` on that directory does not bring it back."""
+        self.tangent_plugin.forget(self, exp_id, delta, inexact=inexact)
+        if self.component_dir is not None:
+            path = os.path.join(self.component_dir, f"experience-{exp_id}.safetensors")
+            if os.path.lexists(path):
+                os.remove(path)
 
 
 class TMCStrategy(_TangentStrategy):

@@ -107,7 +107,7 @@ def test_bad_inputs():
         head_statistics(x, y + 10, C)
     comp = StatisticsComposition(keep_components=False)
     comp.add("a", head_statistics(x, y, C))
-    with pytest.raises(ValueError, match="Pass the statistics"):
+    with pytest.raises(ValueError, match="pass its statistics"):
         comp.forget("a")
     with pytest.raises(ValueError, match="Incompatible"):
         comp.add("b", head_statistics(x[:, :4], y, C))
