@@ -1,0 +1,136 @@
+"""The one additive composition (issue 21): δ composition, statistics composition, component
+files and the parallel sum are the same class and agree with independent computations;
+forgetting a member needs that very member back; the total weight stays finite."""
+
+import ast
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import torch
+
+from avalanche_tmc import DeltaComposition, TangentModel
+from avalanche_tmc.additive import AdditiveComposition, ComposableLearner, tensors_sha256
+from avalanche_tmc.analytic import AnalyticHeadStrategy
+from avalanche_tmc.statistics import StatisticsComposition, head_statistics
+from avalanche_tmc.strategies import TMCStrategy
+from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tm():
+    torch.manual_seed(0)
+    return TangentModel(TinyResNet(), num_classes=NUM_CLASSES)
+
+
+def test_every_composition_is_the_additive_class():
+    assert issubclass(DeltaComposition, AdditiveComposition) and issubclass(StatisticsComposition, AdditiveComposition)
+    assert issubclass(TMCStrategy, ComposableLearner) and issubclass(AnalyticHeadStrategy, ComposableLearner)
+
+
+def test_weighted_sum_add_forget_merge_against_a_direct_computation(tm):
+    deltas = [random_delta(tm, seed=s) for s in range(3)]
+    weights = [0.5, 2.0, 3.0]
+    composition = DeltaComposition(keep_components=False)
+    for key, (d, w) in enumerate(zip(deltas, weights)):
+        composition.add(key, d, w)
+    for name in deltas[0]:
+        expected = sum(w * d[name].double() for d, w in zip(deltas, weights)) / sum(weights)
+        torch.testing.assert_close(composition.composed()[name].double(), expected, rtol=1e-5, atol=1e-7)
+    composition.forget(1, deltas[1])
+    for name in deltas[0]:
+        expected = (0.5 * deltas[0][name].double() + 3.0 * deltas[2][name].double()) / 3.5
+        torch.testing.assert_close(composition.composed()[name].double(), expected, rtol=1e-5, atol=1e-6)
+    # merge: two members from their sum (another process, a file) equal adding them one by one
+    merged = DeltaComposition(keep_components=False)
+    merged.add(0, deltas[0], 0.5)
+    other = DeltaComposition(keep_components=False)
+    other.add(1, deltas[1], 2.0)
+    other.add(2, deltas[2], 3.0)
+    merged.merge(other.weights, other.summed(), checksums=other.checksums)
+    one_by_one = DeltaComposition(keep_components=False)
+    for key, (d, w) in enumerate(zip(deltas, weights)):
+        one_by_one.add(key, d, w)
+    assert merged.keys == [0, 1, 2] and merged.total_weight == 5.5
+    for name, value in one_by_one.composed().items():
+        torch.testing.assert_close(merged.composed()[name], value, rtol=1e-6, atol=1e-7)
+    merged.forget(1, deltas[1])  # a merged member is forgotten like any other (its checksum travelled)
+    assert merged.keys == [0, 2]
+
+
+def test_statistics_are_summed_unscaled_with_their_count_as_weight():
+    x, y = torch.randn(10, 5), torch.arange(10) % 3
+    a, b = head_statistics(x[:4], y[:4], 3), head_statistics(x[4:], y[4:], 3)
+    composition = StatisticsComposition()
+    composition.add(0, a)
+    composition.add(1, b)
+    whole = head_statistics(x, y, 3)
+    for key, value in whole.items():
+        torch.testing.assert_close(composition.summed()[key], value)
+    assert composition.weights == {0: 4.0, 1: 6.0}
+
+
+def test_forget_without_kept_components_needs_the_very_member(tm):
+    """Issue 21: with keep_components=False, forget(2, delta=δ_0) was accepted."""
+    deltas = [random_delta(tm, seed=s) for s in range(3)]
+    composition = DeltaComposition(keep_components=False)
+    for key, d in enumerate(deltas):
+        composition.add(key, d)
+    before = composition.composed()
+    with pytest.raises(ValueError, match="checksum differs"):
+        composition.forget(2, deltas[0])
+    assert composition.keys == [0, 1, 2]
+    assert all(torch.equal(before[n], composition.composed()[n]) for n in before)
+    as_float64 = OrderedDict((n, t.double()) for n, t in deltas[2].items())
+    with pytest.raises(ValueError, match="checksum differs"):
+        composition.forget(2, as_float64)  # not the bytes that were added
+    composition.forget(2, deltas[2])
+    assert composition.keys == [0, 1]
+    assert composition.checksums == {0: tensors_sha256(deltas[0]), 1: tensors_sha256(deltas[1])}
+
+
+def test_total_weight_never_overflows(tm):
+    """Issue 21: two weights of 1e308 gave W = inf and a zero δ."""
+    a, b = ({n: t.double() for n, t in random_delta(tm, seed=s).items()} for s in (1, 2))  # w·δ fits in float64
+    composition = DeltaComposition()
+    composition.add(0, a, 1e308)
+    with pytest.raises(ValueError, match="infinite|not finite"):
+        composition.add(1, b, 1e308)
+    assert composition.keys == [0] and composition.total_weight == 1e308
+    for name, value in a.items():
+        torch.testing.assert_close(composition.composed()[name], value)
+    with pytest.raises(ValueError, match="infinite"):
+        composition.merge({1: 1e308}, b, components={1: b})
+    assert composition.keys == [0]
+
+
+def test_snapshot_and_restore_are_exact(tm):
+    composition = DeltaComposition(keep_components=False)
+    composition.add(0, random_delta(tm, seed=1))
+    state = composition.snapshot()
+    composition.add(1, random_delta(tm, seed=2))
+    composition.restore(state)
+    assert composition.keys == [0] and composition.checksums.keys() == {0}
+    assert isinstance(composition.empty_like(), DeltaComposition) and len(composition.empty_like()) == 0
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_caller_guesses_the_strategy_type_and_no_import_cycle():
+    library = ROOT / "avalanche_tmc"
+    for name in ("distributed.py", "component_files.py"):
+        text = (library / name).read_text()
+        assert "tangent_plugin" not in text and "isinstance(strategy" not in text, name
+        assert "._sum" not in text and "._keys" not in text and "._components" not in text, name
+    assert "_snapshot = None" not in (library / "strategies.py").read_text()
+    assert "analytic" not in _imports(library / "distributed.py")
+    assert "additive" in _imports(library / "distributed.py")

@@ -1,0 +1,157 @@
+"""Strategies refuse what would compose nonsense (issue 21): zero training steps, inexact
+forgetting after replay or distillation, a base that changed since training; forgetting is
+complete (replay buffers purged, component files removed); train_parallel of nothing
+changes nothing."""
+
+import os
+import warnings
+
+import pytest
+import torch
+from avalanche.core import SupervisedPlugin
+
+from avalanche_tmc import TangentModel, TMCStrategy
+from avalanche_tmc import component_files as cf
+from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc.distributed import train_parallel
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
+
+warnings.filterwarnings("ignore", message="No loggers specified")
+
+
+def analytic(**kwargs) -> AnalyticHeadStrategy:
+    torch.manual_seed(0)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(), **kwargs)
+
+
+def _learned(strategy):
+    return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics
+
+
+def _train(strategy, experiences):
+    for exp in experiences:
+        torch.manual_seed(100 + exp.current_experience)
+        strategy.train(exp)
+    return strategy
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return small_benchmark(n_experiences=4)
+
+
+class _StopAtOnce(SupervisedPlugin):
+    def before_training_epoch(self, strategy, **kwargs):
+        strategy.stop_training()
+
+
+@pytest.mark.parametrize("epochs", [0, -1, 1.5, True])
+def test_zero_training_epochs_are_refused(epochs):
+    """Issue 21: train_epochs=0 composed a zero δ with weight 1, diluting the others."""
+    with pytest.raises(ValueError, match="train_epochs must be an integer >= 1"):
+        TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), train_epochs=epochs)
+
+
+def test_an_experience_without_a_training_step_is_not_composed(bm):
+    strategy = _train(tmc(), bm.train_stream[:1])
+    before = strategy.composed_delta
+    strategy.plugins.append(_StopAtOnce())
+    with pytest.raises(ValueError, match="no training step"):
+        strategy.train(bm.train_stream[1])
+    assert strategy.tangent_plugin.composition.keys == [0]
+    assert all(torch.equal(before[n], strategy.composed_delta[n]) for n in before)
+
+
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner):
+    """Issue 21: train_parallel(strategy, []) emptied an AnalyticHeadStrategy's statistics."""
+    strategy = _train(tmc() if learner == "tmc" else analytic(), bm.train_stream[:1])
+    composition = _learned(strategy)
+    report = train_parallel(strategy, [])
+    assert report.experiences == []
+    assert _learned(strategy) is composition and composition.keys == [0]
+    strategy.train(bm.train_stream[1])  # the next experience is added to experience 0, not alone
+    assert _learned(strategy).keys == [0, 1]
+
+
+def test_forgotten_experiences_are_purged_from_the_replay_buffer(bm):
+    """Issue 21: after forget(1) and forget(0) the buffer still held their samples and train(2) replayed them."""
+    from avalanche.training.plugins import ReplayPlugin
+
+    replay = ReplayPlugin(mem_size=8)
+    strategy = _train(tmc(plugins=[replay]), bm.train_stream[:2])
+    assert len(replay.storage_policy.buffer) == 8
+    strategy.forget(1)
+    assert 0 < len(replay.storage_policy.buffer) < 8
+    strategy.forget(0)
+    assert len(replay.storage_policy.buffer) == 0
+    _train(strategy, bm.train_stream[2:3])
+    alone = _train(tmc(), bm.train_stream[2:3])  # never saw experiences 0 and 1, no replay
+    for name, value in alone.components[2].items():
+        assert torch.allclose(strategy.components[2][name], value, rtol=1e-5, atol=1e-7), name
+
+
+def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm):
+    from avalanche.training.plugins import ReplayPlugin
+    from avalanche.training.storage_policy import ClassBalancedBuffer
+
+    replay = ReplayPlugin(mem_size=8, storage_policy=ClassBalancedBuffer(max_size=8))
+    strategy = _train(tmc(plugins=[replay]), bm.train_stream[:2])
+    with pytest.raises(ValueError, match="cannot be purged.*inexact=True"):
+        strategy.forget(1)
+    assert strategy.tangent_plugin.composition.keys == [0, 1]
+    strategy.forget(1, inexact=True)
+    assert strategy.tangent_plugin.composition.keys == [0]
+
+
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner):
+    """Issue 21: with LwFPlugin, forget(0) was accepted although later components were distilled from it."""
+    from avalanche.training.plugins import LwFPlugin
+
+    strategy = tmc(plugins=[LwFPlugin()]) if learner == "tmc" else analytic(plugins=[LwFPlugin()])
+    _train(strategy, bm.train_stream[:2])
+    with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*LwFPlugin"):
+        strategy.forget(0)
+    with pytest.raises(ValueError, match="distil"):
+        strategy.forget(1)  # the teacher of the next experience still knows it
+    assert _learned(strategy).keys == [0, 1]
+    strategy.forget(1, inexact=True)
+    assert _learned(strategy).keys == [0]
+
+
+def test_a_base_changed_after_training_is_refused(bm):
+    """Issue 21: loading other base weights into the wrapped network went unnoticed at evaluation."""
+    strategy = _train(tmc(), bm.train_stream[:1])
+    torch.manual_seed(7)
+    strategy.model.model.load_state_dict(TinyResNet(num_classes=NUM_CLASSES).state_dict())
+    with pytest.raises(ValueError, match="changed since the components were trained"):
+        strategy.eval(bm.test_stream)
+    with pytest.raises(ValueError, match="changed since the components were trained"):
+        strategy.train(bm.train_stream[1])
+    assert strategy.tangent_plugin.composition.keys == [0]
+
+
+def test_forget_with_component_dir_removes_the_file(bm, tmp_path):
+    """Issue 21: the forgotten component's file stayed and from_components brought it back."""
+    strategy = _train(tmc(component_dir=str(tmp_path)), bm.train_stream[:2])
+    strategy.forget(1)
+    assert sorted(os.listdir(tmp_path)) == ["experience-0.safetensors"]
+    torch.manual_seed(0)
+    rebuilt = TMCStrategy.from_components(str(tmp_path), model=TangentModel(TinyResNet(num_classes=3),
+                                                                            num_classes=NUM_CLASSES),
+                                          evaluator=quiet_evaluator())
+    assert rebuilt.tangent_plugin.composition.keys == [0]
+
+
+def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path):
+    """Issue 21: keep_components=False, forget(2, delta=δ_0) was accepted."""
+    strategy = _train(tmc(keep_components=False, component_dir=str(tmp_path)), bm.train_stream[:3])
+    files = {c.experience: c for c in cf.load_components(str(tmp_path))}
+    with pytest.raises(ValueError, match="checksum differs"):
+        strategy.forget(2, files[0].tensors)
+    strategy.forget(2, files[2].tensors)
+    expected = cf.composed_delta(cf.compose_components([files[0], files[1]]))
+    for name, value in expected.items():
+        assert torch.allclose(strategy.composed_delta[name], value, rtol=1e-5, atol=1e-7)
