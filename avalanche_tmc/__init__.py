@@ -1,49 +1,92 @@
-"""avalanche-tmc: Tangent Model Composition (TMC) for Avalanche continual learning."""
+"""avalanche-tmc: Tangent Model Composition (TMC) for Avalanche continual learning.
+
+The names below are imported on first use (PEP 562), so ``import avalanche_tmc`` and the
+``avalanche-tmc`` command line start in a fraction of a second: torch and Avalanche load
+when a name that needs them is first touched.
+"""
+
+import ast
+import importlib
+import os
+import warnings
+from typing import TYPE_CHECKING, Dict
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
-from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
-from .batchnorm import reestimate_batchnorm
-from .component_files import (
-    Component,
-    ComponentFileError,
-    IncompatibleComponentsError,
-    compose_components,
-    composed_delta,
-    forget_component,
-    load_component,
-    load_components,
-    save_component,
-    statistics_component,
-    strategy_components,
-    tangent_component,
-)
-from .composition import (
-    DeltaComposition,
-    add_deltas,
-    check_compatible,
-    compose,
-    scale_delta,
-    subtract_deltas,
-    weighted_sum,
-    zeros_like_delta,
-)
-from .distributed import ParallelReport, ParallelTrainingError, init_parallel, shutdown_parallel, train_parallel
-from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
-from .fast_tangent import TracingError
-from .losses import RescaledSquareLoss
-from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
-from .statistics import (
-    HeadStats,
-    RandomReLUFeatures,
-    StatisticsComposition,
-    gcv_ridge_lambda,
-    head_statistics,
-    ridge_head,
-)
-from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
-from .tangent import Delta, TangentModel, find_head, replace_head
+# Avalanche imports qpsolvers (for its GEM plugin) at start-up, which warns when no QP
+# solver is installed; nothing here uses one. Only that message from that package is hidden.
+warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
+
+if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
+    from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
+    from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
+    from .batchnorm import reestimate_batchnorm
+    from .component_files import (
+        Component,
+        ComponentFileError,
+        IncompatibleComponentsError,
+        compose_components,
+        composed_delta,
+        forget_component,
+        load_component,
+        load_components,
+        save_component,
+        statistics_component,
+        strategy_components,
+        tangent_component,
+    )
+    from .composition import (
+        DeltaComposition,
+        add_deltas,
+        check_compatible,
+        compose,
+        scale_delta,
+        subtract_deltas,
+        weighted_sum,
+        zeros_like_delta,
+    )
+    from .distributed import ParallelReport, ParallelTrainingError, init_parallel, shutdown_parallel, train_parallel
+    from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
+    from .fast_tangent import TracingError
+    from .losses import RescaledSquareLoss
+    from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
+    from .statistics import (
+        HeadStats,
+        RandomReLUFeatures,
+        StatisticsComposition,
+        gcv_ridge_lambda,
+        head_statistics,
+        ridge_head,
+    )
+    from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
+    from .tangent import Delta, TangentModel, find_head, replace_head
+
+def _lazy_names() -> Dict[str, str]:
+    """Public name -> the submodule defining it, read from the ``TYPE_CHECKING`` imports above
+    (one list of imports, for type checkers, the API reference and the lazy loader alike)."""
+    with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    guard = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    return {alias.asname or alias.name: "." * node.level + (node.module or "")
+            for node in guard.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+
+
+_LAZY: Dict[str, str] = {}
+
+
+def __getattr__(name: str):
+    if not _LAZY:
+        _LAZY.update(_lazy_names())
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

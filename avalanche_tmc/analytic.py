@@ -169,6 +169,23 @@ class AnalyticClassifier(nn.Module):
         return self.scores(self.embed(x))
 
 
+def refuse_optimizer_arguments(strategy: str, train_epochs, optimizer, plugins) -> None:
+    """Refuse, with what to do instead, the arguments a training-free strategy cannot honour:
+    ``train_epochs`` other than 1, an ``optimizer``, and plugins that drive the optimizer."""
+    from avalanche.training.plugins import LRSchedulerPlugin
+
+    if train_epochs != 1:
+        raise ValueError(f"{strategy} makes exactly one pass per experience (the statistics are exact after one; a "
+                         f"second pass would count every sample twice): pass train_epochs=1 or leave it out, "
+                         f"got {train_epochs!r}.")
+    if optimizer is not None:
+        raise ValueError(f"{strategy} has no optimizer (the head is solved in closed form): leave optimizer out.")
+    for plugin in plugins or []:
+        if isinstance(plugin, LRSchedulerPlugin):
+            raise ValueError(f"{strategy} has no optimizer (the head is solved in closed form), so "
+                             f"{type(plugin).__name__} has no learning rate to schedule: remove it from plugins.")
+
+
 class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
@@ -188,11 +205,13 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         keep_components: bool = True,
         task_incremental: Optional[bool] = None,
         train_mb_size: int = 256,
+        train_epochs: int = 1,
         eval_mb_size: Optional[int] = None,
         device: Union[str, torch.device] = "cpu",
         plugins: Optional[List[SupervisedPlugin]] = None,
         evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
         eval_every: int = -1,
+        optimizer: None = None,
         **base_kwargs,
     ):
         """
@@ -201,9 +220,13 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
             (summed) training statistics after every experience.
         :param keep_components: keep each experience's statistics (for ``forget``).
         :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
+        :param train_epochs: 1, the only value (accepted so Avalanche's usual arguments work).
+        :param optimizer: None, the only value: there is no optimizer, so plugins that drive
+            one (``LRSchedulerPlugin``) are refused with a ``ValueError``.
         """
         if not isinstance(model, AnalyticClassifier):
             raise TypeError(f"AnalyticHeadStrategy needs an AnalyticClassifier, got {type(model).__name__}.")
+        refuse_optimizer_arguments(type(self).__name__, train_epochs, optimizer, plugins)
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
@@ -247,11 +270,21 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         """No optimizer: the head is solved in closed form."""
 
     def training_epoch(self, **kwargs) -> None:
-        """One pass over the experience, accumulating its statistics."""
+        """One pass over the experience, accumulating its statistics, as Avalanche's SGD
+        epoch does it: it stops when a plugin calls ``stop_training()`` (the statistics then
+        hold the batches seen so far), fires the forward callbacks around the feature pass
+        (``mb_x`` may be changed in ``before_forward``), and sets ``loss`` to the criterion of
+        the current head's scores for the metrics (nothing is back-propagated)."""
         for self.mbatch in self.dataloader:
+            if self._stop_training:
+                break
             self._unpack_minibatch()
             self._before_training_iteration(**kwargs)
+            self.loss = self._make_empty_loss()
+            self._before_forward(**kwargs)
             phi = self.model.embed(self.mb_x)
+            self.mb_output = self.model.scores(phi)
+            self._after_forward(**kwargs)
             if not bool(torch.isfinite(phi).all()):
                 raise ValueError(
                     f"Experience {self.experience.current_experience}: the features of training iteration "
@@ -259,8 +292,8 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
                     "network). Nothing was added: non-finite statistics would spoil the head.")
             stats = head_statistics(phi, self.mb_y, self.model.num_classes)
             self._pending = stats if self._pending is None else add_statistics(self._pending, stats)
-            self.mb_output = self.model.scores(phi)
-            self.loss = self._make_empty_loss()
+            with torch.no_grad():
+                self.loss += self.criterion()
             self._after_training_iteration(**kwargs)
 
     def _before_training_exp(self, **kwargs) -> None:

@@ -10,19 +10,20 @@ files travels)::
     avalanche-tmc forget composed.safetensors silo_b/experience-2.safetensors --out rest.safetensors
 
 The network and the data come from two factories named ``module:function`` (imported
-with the current directory on the path, as ``python -m`` does), called with the
-``--option KEY=VALUE`` pairs as keyword arguments:
+with the current directory on the path, as ``python -m`` does), called with keyword
+arguments: ``--model-option KEY=VALUE`` for the model, ``--data-option KEY=VALUE`` for
+the data, ``--option KEY=VALUE`` for both:
 
 * ``--model`` returns the pre-trained network, its head sized for the classes (every
   silo must get the same weights: load them from a file, seed a new head);
 * ``--data`` returns an Avalanche benchmark (``train_stream``, ``test_stream``); an
   experience id is an index into its training stream.
 
-The defaults, ``benchmarks.factories:model`` and ``benchmarks.factories:data``, are the
-project checkout's offline benchmark (scikit-learn's digits, EfficientNet-Lite0 at 32 px
-with the trunk frozen; ``--option dataset=... --option tasks=...`` and the rest of
-:mod:`benchmarks.factories`): they work from a checkout. The library itself never imports
-``benchmarks``.
+The defaults, ``avalanche_tmc.factories:digits_cnn`` and ``avalanche_tmc.factories:digits``,
+are installed with the library and offline (scikit-learn's digits, a small CNN pre-trained
+on digits the benchmark leaves out); :mod:`avalanche_tmc.factories` also has Avalanche's
+classic benchmarks on local files (e.g. ``--data avalanche_tmc.factories:split_fmnist
+--data-option dataset_root=DIR``) and torchvision/timm backbones.
 
 Run ``train-component`` under ``torchrun --nproc_per_node=N`` to share the experiences
 among N processes (:func:`~avalanche_tmc.distributed.train_parallel`); each process writes
@@ -74,8 +75,12 @@ METHODS = ("tmc", "tmc-fc", "ridge", "ranpac", "ncm")
 """``--method``: tangent components (all parameters linearized, or the head only) or the
 training-free heads' statistics (ridge, ridge on random ReLU features, nearest class mean)."""
 
-DEFAULT_MODEL = "benchmarks.factories:model"
-DEFAULT_DATA = "benchmarks.factories:data"
+DEFAULT_MODEL = "avalanche_tmc.factories:digits_cnn"
+DEFAULT_DATA = "avalanche_tmc.factories:digits"
+
+LOGGERS = ("text", "csv", "tensorboard", "wandb")
+"""``--logger``: Avalanche's TextLogger (stdout), CSVLogger, TensorboardLogger and
+WandBLogger (offline mode) for the strategy's accuracy and loss metrics."""
 
 
 class FactoryError(RuntimeError):
@@ -96,14 +101,14 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def parse_options(pairs: Sequence[str]) -> Dict[str, Any]:
-    """``["tasks=5", "dataset=digits"]`` -> ``{"tasks": 5, "dataset": "digits"}`` (values
-    read as JSON when they parse, else as strings)."""
+def parse_options(pairs: Sequence[str], flag: str = "--option") -> Dict[str, Any]:
+    """``["n_experiences=5", "dataset_root=/data"]`` -> ``{"n_experiences": 5, "dataset_root":
+    "/data"}`` (values read as JSON when they parse, else as strings)."""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.isidentifier():
-            raise UsageError(f"--option takes KEY=VALUE with KEY a Python name, got {pair!r}.")
+            raise UsageError(f"{flag} takes KEY=VALUE with KEY a Python name, got {pair!r}.")
         options[key] = _parse_value(value)
     return options
 
@@ -119,9 +124,8 @@ def load_factory(spec: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        hint = (" The default factories live in the project checkout's `benchmarks` package: run from the checkout, "
-                "or name your own with --model/--data.") if module_name.startswith("benchmarks") else ""
-        raise FactoryError(f"Cannot import {module_name!r} for factory {spec!r}: {error}.{hint}") from None
+        raise FactoryError(f"Cannot import {module_name!r} for factory {spec!r}: {error}. Name a module on the path "
+                           "or in the current directory (e.g. avalanche_tmc.factories:split_fmnist).") from None
     try:
         return getattr(module, function)
     except AttributeError:
@@ -141,14 +145,14 @@ def _call_factory(spec: str, options: Dict[str, Any], what: str):
 def _network(args):
     from torch import nn
 
-    net = _call_factory(args.model, args.options, "model")
+    net = _call_factory(args.model, args.model_options, "model")
     if not isinstance(net, nn.Module):
         raise FactoryError(f"The model factory {args.model} returned a {type(net).__name__}, not an nn.Module.")
     return net
 
 
 def _benchmark(args):
-    bm = _call_factory(args.data, args.options, "data")
+    bm = _call_factory(args.data, args.data_options, "data")
     if not hasattr(bm, "train_stream") or not hasattr(bm, "test_stream"):
         raise FactoryError(f"The data factory {args.data} returned a {type(bm).__name__}, not an Avalanche benchmark "
                            "with train_stream and test_stream.")
@@ -210,6 +214,73 @@ def _progress_plugin(enabled: bool, position: int = 0):
     return Progress()
 
 
+# ---------------------------------------------------------------------------- logging
+
+
+def _speaks(args, rank: int) -> bool:
+    """Whether this process prints: rank 0 of a torchrun job, or every rank with --all-ranks."""
+    return rank == 0 or bool(getattr(args, "all_ranks", False))
+
+
+def _require(module: str, what: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise UsageError(f"{what} needs the {module} package, which is not installed: pip install {module}")
+
+
+def _evaluator(args, rank: int = 0, world: int = 1):
+    """Avalanche's ``EvaluationPlugin`` with accuracy and loss metrics (per epoch, experience
+    and stream) sent to the ``--logger`` loggers; None (no metrics) without ``--logger``.
+    Files go under ``--log-dir`` (``rank-<r>/`` per process of a torchrun job); text goes
+    to stdout from the processes that print (:func:`_speaks`); WandB runs offline
+    (``WANDB_MODE=offline`` unless set), its files in ``--log-dir/wandb``."""
+    names = list(dict.fromkeys(getattr(args, "logger", None) or []))
+    if not names:
+        return None
+    for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
+        if name in names:
+            _require(module, f"--logger {name}")
+    from avalanche.evaluation.metrics import accuracy_metrics, loss_metrics
+    from avalanche.training.plugins import EvaluationPlugin
+
+    log_dir = args.log_dir if world == 1 else os.path.join(args.log_dir, f"rank-{rank}")
+    loggers = []
+    for name in names:
+        if name == "text" and _speaks(args, rank):
+            from avalanche.logging import TextLogger
+
+            loggers.append(TextLogger(sys.stdout))
+        elif name == "csv":
+            from avalanche.logging import CSVLogger
+
+            loggers.append(CSVLogger(log_folder=os.path.join(log_dir, "csv")))
+        elif name == "tensorboard":
+            from avalanche.logging import TensorboardLogger
+
+            loggers.append(TensorboardLogger(tb_log_dir=os.path.join(log_dir, "tensorboard")))
+        elif name == "wandb":
+            from avalanche.logging import WandBLogger
+
+            os.environ.setdefault("WANDB_MODE", "offline")
+            os.makedirs(log_dir, exist_ok=True)
+            loggers.append(WandBLogger(project_name="avalanche-tmc", run_name=f"{args.command}-rank{rank}",
+                                       dir=log_dir, save_code=False))
+    metrics = dict(epoch=True, experience=True, stream=True)
+    return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
+
+
+def _gather_written(written, world: int):
+    """Every process's written files, in rank order (one collective; only under torchrun)."""
+    if world == 1:
+        return [written]
+    import torch.distributed as dist
+
+    everyone = [None] * world
+    dist.all_gather_object(everyone, written)
+    return everyone
+
+
 # ---------------------------------------------------------------------------- strategies
 
 
@@ -226,7 +297,7 @@ def _tangent_strategy(net, method: str, args, plugins, linearize=None):
     model = TangentModel(net, linearize=linearize or ("head" if method == "tmc-fc" else "all"))
     return TMCStrategy(model=model, lr=args.lr, beta=args.beta, weighting=args.weighting, train_mb_size=args.batch_size,
                        train_epochs=args.epochs, eval_mb_size=args.eval_batch_size, device=args.device,
-                       plugins=plugins, evaluator=None)
+                       plugins=plugins, evaluator=getattr(args, "evaluator", None))
 
 
 def _analytic_model(net, head: str, projection_dim, seed: int = 0):
@@ -239,7 +310,7 @@ def _analytic_strategy(model, args, plugins):
     from .analytic import AnalyticHeadStrategy
 
     return AnalyticHeadStrategy(model=model, train_mb_size=args.eval_batch_size, eval_mb_size=args.eval_batch_size,
-                                device=args.device, plugins=plugins, evaluator=None)
+                                device=args.device, plugins=plugins, evaluator=getattr(args, "evaluator", None))
 
 
 def _strategy_for_method(net, args, plugins):
@@ -275,18 +346,28 @@ def cmd_train_component(args) -> int:
         paths = {e: os.path.join(args.out, f"experience-{e}.safetensors") for e in wanted}
         for path in paths.values():
             _check_output(path, args.overwrite)
-        progress = _progress_plugin(not args.quiet, position=rank)
+        progress = _progress_plugin(not args.quiet and _speaks(args, rank), position=rank if args.all_ranks else 0)
+        args.evaluator = _evaluator(args, rank, world)
         strategy = _strategy_for_method(_network(args), args, [progress])
         experiences = [stream[known.index(e)] for e in wanted]
         report = train_parallel(strategy, experiences, seed=args.seed, timeout=args.timeout)
         mine = set(report.assignment[rank])
-        written = []
-        for component in strategy_components(strategy):
-            if component.experience in mine:
-                component.settings.update(method=args.method, seed=args.seed)
-                written.append(save_component(component, paths[component.experience]))
-        for path in written:
-            print(f"wrote {path}" + (f" (rank {rank})" if world > 1 else ""))
+        written, failure = [], None
+        try:
+            for component in strategy_components(strategy):
+                if component.experience in mine:
+                    component.settings.update(method=args.method, seed=args.seed)
+                    written.append(save_component(component, paths[component.experience]))
+        except Exception as error:  # noqa: BLE001  (raised below, after the other processes heard of it)
+            failure = error
+        everyone = _gather_written(written if failure is None else None, world)  # no process waits for ever
+        if failure is not None:
+            raise failure
+        # rank 0 lists every process's files; with --all-ranks each process lists its own
+        shown = list(enumerate(everyone)) if rank == 0 and not args.all_ranks else [(rank, written)]
+        for r, files in shown if _speaks(args, rank) else []:
+            for path in files or []:
+                print(f"wrote {path}" + (f" (rank {r})" if world > 1 else ""))
         if rank == 0 and world > 1:
             print(f"{len(wanted)} experiences on {world} processes: " + "; ".join(
                 f"rank {r}: {ids}" for r, ids in report.assignment.items()))
@@ -363,7 +444,7 @@ def _evaluation_strategy(composition, net, args, progress):
     from .component_files import check_same_base, composed_delta, model_reference
     from .plugin import TaskMaskPlugin
 
-    name = f"the network of {args.model} (options {args.options})"
+    name = f"the network of {args.model} (options {args.model_options})"
     if composition.payload == "delta":
         names = [n for n, _ in composition.base.get("linearized", [])]
         strategy = _tangent_strategy(net, "tmc", args, [progress], linearize=names)
@@ -389,6 +470,7 @@ def cmd_evaluate(args) -> int:
 
     composition = compose_components(_read(args.files, args.quiet))
     progress = _progress_plugin(not args.quiet)
+    args.evaluator = _evaluator(args)
     strategy = _evaluation_strategy(composition, _network(args), args, progress)
     stream = _benchmark(args).test_stream
     strategy.eval(stream)
@@ -421,9 +503,14 @@ def _factory_arguments(parser: argparse.ArgumentParser) -> None:
                        help="factory returning the pre-trained network, its head sized for the classes")
     group.add_argument("--data", default=DEFAULT_DATA, metavar="MODULE:FUNCTION",
                        help="factory returning an Avalanche benchmark (train_stream, test_stream)")
+    group.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="keyword argument of the model factory (repeat it); VALUE is read as JSON if it parses, "
+                            "e.g. --model-option num_classes=10")
+    group.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="keyword argument of the data factory (repeat it), e.g. --data-option n_experiences=5 "
+                            "--data-option dataset_root=/usr/share/datasets/fashion-mnist")
     group.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                       help="keyword argument for both factories (repeat it); VALUE is read as JSON if it parses, "
-                            "e.g. --option dataset=digits --option tasks=5")
+                       help="keyword argument of both factories (e.g. a seed both take)")
     group.add_argument("--device", default="cpu", help="torch device")
     group.add_argument("--eval-batch-size", type=int, default=256, help="batch size of evaluation and statistics")
 
@@ -432,6 +519,19 @@ def _output_arguments(parser: argparse.ArgumentParser, metavar: str, written: st
     parser.add_argument("--out", required=True, metavar=metavar, help=written)
     parser.add_argument("--overwrite", action="store_true", help=f"replace {replaced}")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _logging_arguments(parser: argparse.ArgumentParser, ranks: bool = False) -> None:
+    group = parser.add_argument_group("logging")
+    group.add_argument("--logger", action="append", choices=LOGGERS, default=[],
+                       help="log accuracy and loss with Avalanche's logger (repeat it for several): text (stdout), "
+                            "csv, tensorboard (needs tensorboard), wandb (offline; needs wandb)")
+    group.add_argument("--log-dir", default="avalanche-tmc-logs", metavar="DIR",
+                       help="directory of the csv, tensorboard and wandb logs (rank-<r>/ per torchrun process)")
+    if ranks:
+        group.add_argument("--all-ranks", action="store_true",
+                           help="under torchrun, every process prints (its files, progress, text log); by default "
+                                "only rank 0 does")
 
 
 def _files_argument(parser: argparse.ArgumentParser, what: str, json_output: bool = False) -> None:
@@ -456,9 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=textwrap.fill(
                     "Train tangent components (or head statistics) one experience at a time, in separate places, "
                     "and compose, forget, inspect and evaluate them as safetensors files. The network and the data "
-                    "come from --model and --data factories ('module:function', called with the --option pairs); "
-                    "the defaults are this checkout's offline benchmark (scikit-learn's digits, EfficientNet-Lite0 "
-                    "at 32 px, 5 class-incremental experiences; run from the checkout).", 88),
+                    "come from --model and --data factories ('module:function', called with the --model-option "
+                    "and --data-option pairs); the defaults are installed and offline: scikit-learn's digits in 5 "
+                    "class-incremental experiences and a small CNN pre-trained on other digits "
+                    "(avalanche_tmc.factories:digits_cnn and :digits). avalanche_tmc.factories also has Avalanche's "
+                    "classic benchmarks on local files (split_mnist, split_fmnist, split_cifar10, split_cifar100) "
+                    "and torchvision/timm backbones.", 88),
         epilog="example (two silos and a composer):\n"
                "  avalanche-tmc train-component --experience 0 --out silo_a/\n"
                "  avalanche-tmc train-component --experience 1 2 --out silo_b/\n"
@@ -493,6 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="under torchrun: seconds a process waits for the others before failing")
     _output_arguments(train, "DIR", "directory for the component files", "existing component files")
     _factory_arguments(train)
+    _logging_arguments(train, ranks=True)
 
     compose = _command(
         commands, "compose", cmd_compose, "compose files into a composition file",
@@ -523,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     _files_argument(evaluate, "composition or component files, or directories", json_output=True)
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     _factory_arguments(evaluate)
+    _logging_arguments(evaluate)
     evaluate.set_defaults(lr=1e-3, beta=25.0, weighting="mean", batch_size=32, epochs=1)
     return parser
 
@@ -531,20 +636,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (see :data:`EXIT_CODES`)."""
     import warnings
 
+    # (Avalanche's qpsolvers warning is filtered by avalanche_tmc/__init__.py, precisely)
+    warnings.filterwarnings("ignore", message="No loggers specified", category=UserWarning, module="avalanche")
+    parser = build_parser()
+    args = parser.parse_args(argv)  # before the heavy imports: --help and usage errors answer at once
+
     from .component_files import ComponentFileError, IncompatibleComponentsError
     from .distributed import ParallelTrainingError
     from .plugin import DivergenceError
 
-    warnings.filterwarnings("ignore", message="no QP solver found")
-    warnings.filterwarnings("ignore", message="No loggers specified")
-    parser = build_parser()
-    args = parser.parse_args(argv)
     failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
                 (IncompatibleComponentsError, EXIT_INCOMPATIBLE), (FactoryError, EXIT_FACTORY),
                 ((DivergenceError, ParallelTrainingError), EXIT_TRAINING))
     try:
         if hasattr(args, "option"):
-            args.options = parse_options(args.option)
+            both = parse_options(args.option)
+            args.model_options = {**both, **parse_options(args.model_option, "--model-option")}
+            args.data_options = {**both, **parse_options(args.data_option, "--data-option")}
         return args.run(args)
     except KeyboardInterrupt:
         print("avalanche-tmc: interrupted", file=sys.stderr)

@@ -1,0 +1,40 @@
+"""Ready-made model and data factories, installed with the library.
+
+The ``avalanche-tmc`` command line names a factory as ``module:function`` and calls it with
+keyword options (``--model-option KEY=VALUE`` for the model, ``--data-option KEY=VALUE``
+for the data); from Python, call the same functions directly. Its defaults are
+``avalanche_tmc.factories:digits_cnn`` and ``avalanche_tmc.factories:digits`` (offline:
+scikit-learn ships the digits).
+
+=====================================  ====================================================
+data (an Avalanche benchmark)          model (a network with a new seeded head)
+=====================================  ====================================================
+:func:`digits`                         :func:`digits_cnn` (pre-trained on held-out digits)
+:func:`split_mnist`                    :func:`small_cnn` (any image size, 1 or 3 channels)
+:func:`split_fmnist`                   :func:`torchvision_model` (weights: file or cache)
+:func:`split_cifar10`                  :func:`timm_model` (weights: file or cache)
+:func:`split_cifar100`
+=====================================  ====================================================
+
+The classic benchmarks read local files (``dataset_root``) and take ``return_task_id=True``
+for their task-incremental version; nothing is downloaded at run time: a missing data set
+raises :class:`DatasetNotFoundError`, missing weights :class:`WeightsNotFoundError`, each
+saying where it looked and what to do.
+"""
+
+from .benchmarks import (
+    DatasetNotFoundError,
+    digits,
+    digits_splits,
+    split_cifar10,
+    split_cifar100,
+    split_fmnist,
+    split_mnist,
+)
+from .models import WeightsNotFoundError, digits_cnn, load_weights, small_cnn, timm_model, torchvision_model
+
+__all__ = [
+    "digits", "digits_splits", "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
+    "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights",
+    "DatasetNotFoundError", "WeightsNotFoundError",
+]
