@@ -305,7 +305,8 @@ class ComposableLearner:
     * :meth:`check_independent`: raise unless components are independent (TMC-Seq is not);
     * :meth:`learned_settings`: what must agree between processes that compose together;
     * :meth:`installed`: after members were merged in, put the model in line and record
-      each experience's classes (``classes``: key -> task label -> classes).
+      each experience's classes (``classes``: key -> task label -> classes);
+    * :meth:`learned_classes`, :meth:`component_settings`: what component files record.
     """
 
     payload = ""
@@ -323,4 +324,12 @@ class ComposableLearner:
         raise NotImplementedError
 
     def installed(self, classes: Mapping[Hashable, Mapping[int, Iterable[int]]]) -> None:
+        raise NotImplementedError
+
+    def learned_classes(self) -> Dict[Hashable, Dict[int, List[int]]]:
+        """Key -> task label -> classes of every member (what component files record)."""
+        raise NotImplementedError
+
+    def component_settings(self) -> Dict[str, Any]:
+        """How the members were made, recorded in component files (mode, head, ...)."""
         raise NotImplementedError

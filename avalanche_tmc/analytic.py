@@ -358,6 +358,12 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         if len(self.statistics):
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
 
+    def learned_classes(self) -> Dict[Hashable, Dict[int, List[int]]]:
+        return dict(self.component_classes)
+
+    def component_settings(self) -> Dict[str, object]:
+        return dict(head=self.model.head, ridge_lambda=self.ridge_lambda)
+
     def load_components(self, paths) -> List[Hashable]:
         """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
         checked against this model (feature network, head type, projection, classes)

@@ -22,18 +22,30 @@ each member's file): ``δ = S / W``. Forgetting a member subtracts its file exac
 a given order gives bit for bit the sum that ``DeltaComposition`` builds in that order.
 
 Safety: files are read with ``safetensors`` (a JSON header and raw tensor bytes); no
-pickle, nothing in a file is ever executed. A file that is truncated, not safetensors,
-not written by this module, whose tensors do not match the content hash in its header,
-or that holds NaN/inf is refused with :class:`ComponentFileError`. Files are written
-atomically (a temporary file renamed over the target).
+pickle, nothing in a file is ever executed. Only regular files are read, and the header
+is checked (well-formed, declaring exactly the file's size, tensors of the names, shapes
+and dtypes its base lists) before any tensor is read. One hash (``file_sha256``) covers
+the metadata (weights, members, experience ids, base, settings) and, through
+``content_sha256``, the tensors. Experience ids are integers, a weight is the sum of its
+members'. A file that breaks any of this, or holds NaN/inf, is refused with
+:class:`ComponentFileError`. With a shared key (``key=``, ``$AVALANCHE_TMC_KEY_FILE``,
+the command line's ``--key-file``) files are signed with HMAC-SHA256 and a reader holding
+the key refuses unsigned or wrongly signed files: that defends against tampering in
+transit or at rest and files from outside the federation, not against a key holder that
+trains a poisoned δ on purpose. Files are written atomically (a temporary file put in
+place in one step), exclusively when not overwriting (:class:`ComponentExistsError`).
 """
 
 import hashlib
+import hmac
 import json
 import math
+import numbers
 import os
+import secrets
+import socket
+import stat
 import struct
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
@@ -41,7 +53,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from .statistics import STAT_KEYS, add_statistics
+from .additive import AdditiveComposition, tensors_sha256
+from .statistics import STAT_KEYS
 from .tangent import Delta, TangentModel, find_head
 
 __all__ = [
@@ -49,13 +62,13 @@ __all__ = [
     "content_sha256", "tangent_base", "statistics_base", "model_reference", "check_same_base", "tangent_component",
     "statistics_component", "strategy_settings", "strategy_components", "save_component", "load_component",
     "component_paths", "load_components", "components_for", "compose_components", "forget_component",
-    "composed_delta", "describe",
+    "composed_delta", "describe", "ComponentExistsError", "KEY_ENVIRONMENT", "read_key_file", "resolve_key",
 ]
 
 FORMAT = "avalanche-tmc"
 """The ``format`` entry of every file this module writes."""
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Files of a newer version are refused (an older reader cannot know what changed)."""
 
 PAYLOADS = ("delta", "statistics")
@@ -98,6 +111,7 @@ class Component:
     base: Dict[str, Any]
     settings: Dict[str, Any] = field(default_factory=dict)
     path: Optional[str] = None
+    signed: bool = False
 
     @property
     def experience(self):
@@ -133,19 +147,10 @@ class Component:
 # ---------------------------------------------------------------------------- hashing, bases
 
 
-def _update_with_tensor(digest, name: str, tensor: Tensor) -> None:
-    tensor = tensor.detach().to("cpu").contiguous()
-    digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-    digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-
-
 def state_dict_sha256(state: Mapping[str, Tensor]) -> str:
     """SHA-256 of a state dict (names, shapes, dtypes and values, in name order):
     parameters and buffers (BatchNorm statistics) alike."""
-    digest = hashlib.sha256()
-    for name in sorted(state):
-        _update_with_tensor(digest, name, state[name])
-    return digest.hexdigest()
+    return tensors_sha256(state)
 
 
 def content_sha256(tensors: Mapping[str, Tensor]) -> str:
@@ -251,7 +256,14 @@ def _clean_tensors(tensors: Mapping[str, Tensor]) -> "OrderedDict[str, Tensor]":
     return OrderedDict((name, t.detach().to("cpu").contiguous().clone()) for name, t in tensors.items())
 
 
+def _experience_id(experience) -> int:
+    if isinstance(experience, bool) or not isinstance(experience, numbers.Integral):
+        raise ValueError(f"An experience id is an integer (an index into the training stream), got {experience!r}.")
+    return int(experience)
+
+
 def _component(payload: str, tensors, weight: float, base, experience, classes, settings) -> Component:
+    experience = _experience_id(experience)
     tensors = _clean_tensors(tensors)
     member = dict(experience=experience, weight=float(weight), classes=_classes_json(classes),
                   sha256=content_sha256(tensors))
@@ -294,46 +306,123 @@ def _optimizer_settings(strategy) -> Dict[str, Any]:
 
 def strategy_settings(strategy) -> Dict[str, Any]:
     """The training settings recorded with a strategy's components."""
-    settings = dict(strategy=type(strategy).__name__, **_optimizer_settings(strategy))
-    plugin = getattr(strategy, "tangent_plugin", None)
-    if plugin is not None:
-        settings.update(mode=plugin.mode, weighting=plugin.weighting)
-    else:
-        settings.update(head=strategy.model.head, ridge_lambda=strategy.ridge_lambda)
-    return settings
-
-
-def _task_classes(strategy, key) -> Dict[int, List[int]]:
-    """Task label -> classes of experience ``key`` as the strategy recorded them."""
-    holder = getattr(strategy, "tangent_plugin", strategy)
-    return getattr(holder, "component_classes", {}).get(key, {})
+    return dict(strategy=type(strategy).__name__, **_optimizer_settings(strategy), **strategy.component_settings())
 
 
 def strategy_components(strategy) -> List[Component]:
     """Every component a strategy holds, in the order learned: a TMC/TME strategy's
     ``δ_t`` (kept components) or an :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`'s
-    statistics."""
+    statistics (any :class:`~avalanche_tmc.additive.ComposableLearner`)."""
+    strategy.check_independent("save its components as files (they cannot be composed or forgotten on their own)")
     settings = strategy_settings(strategy)
-    plugin = getattr(strategy, "tangent_plugin", None)
-    if plugin is not None:
-        if plugin.mode == "tmc-seq":
-            raise ValueError("TMC-Seq components are not independent (each started from the composition before "
-                             "it): they cannot be composed or forgotten on their own, so they are not saved as files.")
-        weights = plugin.composition.weights
-        return [tangent_component(strategy.model, delta, key, weight=weights[key],
-                                  classes=_task_classes(strategy, key), settings=settings)
-                for key, delta in plugin.components.items()]
-    return [statistics_component(strategy.model, stats, key, classes=_task_classes(strategy, key), settings=settings)
-            for key, stats in strategy.components.items()]
+    learned, classes = strategy.learned(), strategy.learned_classes()
+    if strategy.payload == "delta":
+        weights = learned.weights
+        return [tangent_component(strategy.model, delta, key, weight=weights[key], classes=classes.get(key),
+                                  settings=settings) for key, delta in learned.components.items()]
+    return [statistics_component(strategy.model, stats, key, classes=classes.get(key), settings=settings)
+            for key, stats in learned.components.items()]
 
 
-# ---------------------------------------------------------------------------- writing and reading
+# ---------------------------------------------------------------------------- keys (authenticity)
+
+KEY_ENVIRONMENT = "AVALANCHE_TMC_KEY_FILE"
+"""The environment variable naming a key file: used when no ``key`` argument is given."""
+
+_MIN_KEY = 16
 
 
-def save_component(component: Component, path: str) -> str:
-    """Write ``component`` (or a composition) to ``path`` atomically; returns ``path``."""
+def read_key_file(path: str) -> bytes:
+    """The shared key held in file ``path`` (its bytes, a trailing newline removed; at least
+    16 bytes). Raises :class:`ComponentFileError` when it cannot be used."""
+    try:
+        with open(path, "rb") as f:
+            key = f.read(1 << 16).rstrip(b"\r\n")
+    except OSError as error:
+        raise ComponentFileError(f"key file {path}: cannot be read ({error.strerror or error}).") from None
+    if len(key) < _MIN_KEY:
+        raise ComponentFileError(f"key file {path}: the key has {len(key)} bytes; use at least {_MIN_KEY} random bytes "
+                                 "(e.g. python -c \"import secrets; print(secrets.token_hex(32))\" > key).")
+    return key
+
+
+def resolve_key(key: Union[None, bytes, str] = None) -> Optional[bytes]:
+    """The key to sign and check files with: ``key`` (bytes, or text encoded as UTF-8), else
+    the file named by ``$AVALANCHE_TMC_KEY_FILE``, else None (files are not signed, and
+    signatures are not required)."""
+    if key is None:
+        path = os.environ.get(KEY_ENVIRONMENT)
+        return read_key_file(path) if path else None
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    if len(key) < _MIN_KEY:
+        raise ValueError(f"A signing key needs at least {_MIN_KEY} bytes, got {len(key)}.")
+    return key
+
+
+# ---------------------------------------------------------------------------- writing
+
+_SIGNED_FIELDS = ("file_sha256", "hmac_sha256")
+
+
+def _metadata_sha256(metadata: Mapping[str, str]) -> str:
+    """The integrity hash: every metadata entry (the tensors' content hash among them), in
+    key order, except the hash and the signature themselves."""
+    covered = {k: v for k, v in metadata.items() if k not in _SIGNED_FIELDS}
+    return hashlib.sha256(json.dumps(covered, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def _signature(key: bytes, file_sha256: str) -> str:
+    return hmac.new(key, file_sha256.encode(), hashlib.sha256).hexdigest()
+
+
+class ComponentExistsError(FileExistsError):
+    """The output file exists (or another process created it meanwhile) and overwriting
+    was not asked for: nothing was written."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _remove_stale_temporaries(directory: str, base: str) -> None:
+    """Remove ``.<base>.<host>.<pid>.*.tmp`` left by a writer of this host that died (killed)."""
+    host = socket.gethostname()
+    prefix = f".{base}."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        parts = name[len(prefix):-len(".tmp")].rsplit(".", 2)
+        if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and not _alive(int(parts[1])):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def save_component(component: Component, path: str, *, overwrite: bool = True,
+                   key: Union[None, bytes, str] = None) -> str:
+    """Write ``component`` (or a composition) to ``path``; returns ``path``.
+
+    The file is written to a temporary file next to ``path`` and then put in place in one
+    step, so a reader never sees half a file. ``overwrite=False`` creates ``path``
+    exclusively (a hard link): of several writers exactly one succeeds, the others get
+    :class:`ComponentExistsError`. Temporary files are removed on error, and those left by
+    a killed writer are removed by the next write of the same file. With a key (``key``,
+    or ``$AVALANCHE_TMC_KEY_FILE``) the file is signed (HMAC-SHA256 of its integrity hash).
+    """
     from safetensors.torch import save
 
+    key = resolve_key(key)
     bad = [n for n, t in component.tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     if bad:
         raise ValueError(f"{component.name()} holds NaN or inf (in {bad[:5]}): it is never written.")
@@ -344,103 +433,261 @@ def save_component(component: Component, path: str) -> str:
         base=json.dumps(component.base), settings=json.dumps(component.settings, default=str),
         content_sha256=content_sha256(tensors),
     )
+    metadata["file_sha256"] = _metadata_sha256(metadata)
+    if key is not None:
+        metadata["hmac_sha256"] = _signature(key, metadata["file_sha256"])
     data = save(dict(tensors), metadata=metadata)
-    directory = os.path.dirname(os.path.abspath(path))
+    directory, base = os.path.split(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    _remove_stale_temporaries(directory, base)
+    tmp = os.path.join(directory, f".{base}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise ComponentExistsError(f"{path} exists (another process may have written it meanwhile); "
+                                           "nothing was written. Pass overwrite=True (--overwrite) to replace it.") \
+                    from None
+    finally:
+        if os.path.lexists(tmp):
             os.remove(tmp)
-        raise
     return path
+
+
+# ---------------------------------------------------------------------------- reading
 
 
 def _refuse(path: str, why: str) -> ComponentFileError:
     return ComponentFileError(f"{path}: not a usable avalanche-tmc component file: {why}. Nothing was loaded.")
 
 
-def _header(data: bytes, path: str) -> Dict[str, Any]:
-    if len(data) < 8:
-        raise _refuse(path, f"the file has {len(data)} bytes, too short for a safetensors header (truncated?)")
-    (size,) = struct.unpack("<Q", data[:8])
-    if size > min(_MAX_HEADER, len(data) - 8):
-        raise _refuse(path, f"its header claims {size} bytes but the file has {len(data) - 8} after the length "
-                            "(truncated, or not a safetensors file)")
+def _json(text: Union[str, bytes], path: str, what: str):
     try:
-        header = json.loads(data[8:8 + size].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise _refuse(path, "its header is not JSON (not a safetensors file)") from None
-    if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
-        raise _refuse(path, "it has no metadata (a safetensors file not written by avalanche-tmc)")
-    return header
+        return json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _refuse(path, f"{what} is not JSON (or nested too deeply)") from None
+
+
+_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+_TORCH_DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+
+
+def _layout(header: Mapping[str, Any], path: str) -> Dict[str, Any]:
+    """``name -> (dtype, shape, begin, end)`` of a safetensors header, checked to be
+    well-formed and to tile the data section exactly (returned under ``"__size__"``)."""
+    layout, ends = {}, []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict) or entry.get("dtype") not in _DTYPES:
+            raise _refuse(path, f"tensor {_clean(name)!r} has no known dtype")
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)
+                and isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+            raise _refuse(path, f"tensor {_clean(name)!r} has a malformed shape or offsets")
+        numel = math.prod(shape)
+        if offsets[0] < 0 or offsets[1] - offsets[0] != numel * _DTYPES[entry["dtype"]]:
+            raise _refuse(path, f"tensor {_clean(name)!r}'s offsets do not fit its shape and dtype")
+        layout[name] = (entry["dtype"], shape)
+        ends.append(tuple(offsets))
+    ends.sort()
+    position = 0
+    for begin, end in ends:
+        if begin != position:
+            raise _refuse(path, "its tensors overlap or leave gaps")
+        position = end
+    layout["__size__"] = position
+    return layout
+
+
+def _read_regular_file(path: str):
+    """(file object, size) of a regular file; anything else (a FIFO, a device, a directory)
+    is refused without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise ComponentFileError(f"{path}: cannot be read ({error.strerror or error}).") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _refuse(path, "it is not a regular file (a FIFO, a device or a directory)")
+    return os.fdopen(fd, "rb"), info.st_size
+
+
+def _read_exactly(f, size: int, path: str) -> bytes:
+    data = f.read(size)
+    if len(data) != size:
+        raise _refuse(path, "the file changed size while being read")
+    return data
 
 
 def _json_field(metadata: Mapping[str, str], key: str, path: str, kind):
-    try:
-        value = json.loads(metadata[key])
-    except KeyError:
-        raise _refuse(path, f"its metadata lacks {key!r}") from None
-    except ValueError:
-        raise _refuse(path, f"its metadata entry {key!r} is not JSON") from None
-    if not isinstance(value, kind):
+    if key not in metadata:
+        raise _refuse(path, f"its metadata lacks {key!r}")
+    value = _json(metadata[key], path, f"its metadata entry {key!r}")
+    if not isinstance(value, kind) or isinstance(value, bool):
         raise _refuse(path, f"its metadata entry {key!r} is a {type(value).__name__}")
     return value
 
 
+def _is_int(value) -> bool:
+    return type(value) is int
+
+
+def _finite_positive(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value > 0
+
+
 def _check_members(members: List[Any], path: str) -> None:
+    seen = set()
     for member in members:
         if not isinstance(member, dict) or not {"experience", "weight", "classes", "sha256"} <= set(member):
             raise _refuse(path, "a member entry lacks experience, weight, classes or sha256")
-        if not isinstance(member["classes"], dict) or not all(
-                isinstance(c, list) and all(isinstance(x, int) for x in c) for c in member["classes"].values()):
-            raise _refuse(path, "a member's classes are not lists of integers")
+        if not _is_int(member["experience"]):
+            raise _refuse(path, f"experience id {_clean(repr(member['experience']))} is not an integer")
+        if member["experience"] in seen:
+            raise _refuse(path, f"experience {member['experience']} is listed twice")
+        seen.add(member["experience"])
+        if not _finite_positive(member["weight"]):
+            raise _refuse(path, f"experience {member['experience']} has weight {_clean(repr(member['weight']))}")
+        if not isinstance(member["sha256"], str) or len(member["sha256"]) != 64:
+            raise _refuse(path, "a member's sha256 is not a SHA-256")
+        classes = member["classes"]
+        if not isinstance(classes, dict) or not all(
+                isinstance(t, str) and t.lstrip("-").isdigit() and isinstance(c, list) and all(_is_int(x) for x in c)
+                for t, c in classes.items()):
+            raise _refuse(path, "a member's classes are not task label -> list of integers")
 
 
-def load_component(path: str) -> Component:
+def _check_base(base: Dict[str, Any], payload: str, path: str) -> None:
+    if base.get("head_size") is not None and not _is_int(base["head_size"]):
+        raise _refuse(path, "its base's head size is not an integer")
+    if payload == "delta":
+        linearized = base.get("linearized")
+        if not (isinstance(linearized, list) and all(
+                isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], list)
+                and all(_is_int(s) and s >= 0 for s in e[1]) for e in linearized)) or not isinstance(base.get("dtype"),
+                                                                                                    str):
+            raise _refuse(path, "its base does not list the linearized parameters (name, shape) and dtype")
+    elif not _is_int(base.get("head_size")):
+        raise _refuse(path, "its base does not give the number of classes")
+
+
+def _expected_layout(base: Mapping[str, Any], payload: str, layout: Mapping[str, Any], path: str):
+    """Check the tensors' names, shapes and dtypes against what the base declares."""
+    found = {n: v for n, v in layout.items() if n != "__size__"}
+    if payload == "delta":
+        expected = {name: list(shape) for name, shape in base["linearized"]}
+        dtypes = {_TORCH_DTYPES.get(d) for d in base["dtype"].split(",")}
+    else:
+        width = found.get("gram", (None, []))[1]
+        d, c = (width[0] if len(width) == 2 else -1), base["head_size"]
+        expected = dict(gram=[d, d], cross=[d, c], target_gram=[c, c], count=[], class_sum=[c, d], class_count=[c])
+        dtypes = {found.get("gram", ("F64",))[0]} & {"F64", "F32"}
+    if set(found) != set(expected):
+        raise _refuse(path, "its tensors are not the ones its base lists")
+    wrong = [f"{_clean(n)}: {found[n][1]} {found[n][0]} (base: {expected[n]})" for n in expected
+             if found[n][1] != expected[n] or found[n][0] not in dtypes]
+    if wrong:
+        raise _refuse(path, f"tensors do not have the shape or dtype of its base ({'; '.join(wrong[:3])})")
+
+
+def _read_verified(path: str, key: Optional[bytes]):
+    """(header metadata, tensor bytes) of a file, bounded and checked before its tensors are read."""
+    f, size = _read_regular_file(path)
+    with f:
+        if size < 8:
+            raise _refuse(path, f"the file has {size} bytes, too short for a safetensors header (truncated?)")
+        (length,) = struct.unpack("<Q", _read_exactly(f, 8, path))
+        if length > min(_MAX_HEADER, size - 8):
+            raise _refuse(path, f"its header claims {length} bytes but the file has {size - 8} after the length "
+                                "(truncated, or not a safetensors file)")
+        raw = _read_exactly(f, length, path)
+        header = _json(raw, path, "its header")
+        if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict):
+            raise _refuse(path, "it has no metadata (a safetensors file not written by avalanche-tmc)")
+        metadata = header["__metadata__"]
+        if not all(isinstance(v, str) for v in metadata.values()):
+            raise _refuse(path, "its metadata entries are not strings")
+        layout = _layout(header, path)
+        if 8 + length + layout["__size__"] != size:
+            raise _refuse(path, f"its header declares {8 + length + layout['__size__']} bytes but the file has {size} "
+                                "(truncated or padded)")
+        _check_metadata(metadata, path, key)
+        payload = metadata["payload"]
+        base = _json_field(metadata, "base", path, dict)
+        _check_base(base, payload, path)
+        _expected_layout(base, payload, layout, path)
+        data = struct.pack("<Q", length) + raw + _read_exactly(f, layout["__size__"], path)
+    return metadata, data
+
+
+def _check_metadata(metadata: Mapping[str, str], path: str, key: Optional[bytes]) -> None:
+    if metadata.get("format") != FORMAT:
+        raise _refuse(path, f"its format is {_clean(repr(metadata.get('format')))}, not {FORMAT!r}")
+    version = metadata.get("format_version", "")
+    if not version.isdigit():
+        raise _refuse(path, "its format_version is not a number")
+    if int(version) > FORMAT_VERSION:
+        raise _refuse(path, f"it is format version {int(version)}; this avalanche-tmc reads up to {FORMAT_VERSION} "
+                            "(upgrade avalanche-tmc)")
+    if int(version) < FORMAT_VERSION:
+        raise _refuse(path, f"it is format version {int(version)}, written before files carried an integrity hash "
+                            "over their metadata; write it again with this avalanche-tmc")
+    if metadata.get("kind") not in KINDS or metadata.get("payload") not in PAYLOADS:
+        raise _refuse(path, f"unknown kind {_clean(repr(metadata.get('kind')))} or payload "
+                            f"{_clean(repr(metadata.get('payload')))}")
+    if metadata.get("file_sha256") != _metadata_sha256(metadata):
+        raise _refuse(path, "its metadata do not match the integrity hash in its header (corrupted or edited)")
+    signature = metadata.get("hmac_sha256")
+    if key is not None:
+        if signature is None:
+            raise _refuse(path, "it is not signed, and a key was given: only files signed with that key are accepted")
+        if not hmac.compare_digest(str(signature), _signature(key, metadata["file_sha256"])):
+            raise _refuse(path, "its signature does not match the key (signed with another key, or edited)")
+
+
+def load_component(path: str, *, key: Union[None, bytes, str] = None) -> Component:
     """Read a component or composition file (never executing anything in it).
+
+    Only a regular file is read; its header is checked (well-formed, the size it declares
+    is the file's, the tensors' names, shapes and dtypes are those its base lists) before
+    its tensors are read, so memory is bounded by what the header declares. One hash
+    covers the metadata (weights, members, base, settings) and the tensors. With a key
+    (``key``, or ``$AVALANCHE_TMC_KEY_FILE``) the file must carry a valid signature.
 
     :raises ComponentFileError: see :class:`ComponentFileError`.
     """
     from safetensors import SafetensorError
     from safetensors.torch import load
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise ComponentFileError(f"{path}: cannot be read ({error.strerror or error}).") from None
-    metadata = _header(data, path)["__metadata__"]
-    if metadata.get("format") != FORMAT:
-        raise _refuse(path, f"its format is {metadata.get('format')!r}, not {FORMAT!r}")
-    try:
-        version = int(metadata.get("format_version", ""))
-    except ValueError:
-        raise _refuse(path, "its format_version is not a number") from None
-    if version > FORMAT_VERSION:
-        raise _refuse(path, f"it is format version {version}; this avalanche-tmc reads up to {FORMAT_VERSION} "
-                            "(upgrade avalanche-tmc)")
-    kind, payload = metadata.get("kind"), metadata.get("payload")
-    if kind not in KINDS or payload not in PAYLOADS:
-        raise _refuse(path, f"unknown kind {kind!r} or payload {payload!r}")
+    key = resolve_key(key)
+    metadata, data = _read_verified(path, key)
+    kind, payload = metadata["kind"], metadata["payload"]
     try:
         tensors = load(data)
     except (SafetensorError, ValueError, RuntimeError) as error:
-        raise _refuse(path, f"its tensors cannot be read ({error})") from None
+        raise _refuse(path, f"its tensors cannot be read ({_clean(str(error))})") from None
     weight = _json_field(metadata, "weight", path, (int, float))
     members = _json_field(metadata, "members", path, list)
     base = _json_field(metadata, "base", path, dict)
     settings = _json_field(metadata, "settings", path, dict)
     _check_members(members, path)
-    if not math.isfinite(weight) or weight < 0 or (kind == "component" and (weight <= 0 or len(members) != 1)):
-        raise _refuse(path, f"its weight {weight} or its {len(members)} member(s) do not make a {kind}")
-    ordered = OrderedDict((name, tensors[name]) for name in (
-        [n for n, _ in base.get("linearized", [])] if payload == "delta" and kind == "component" else tensors))
-    if set(ordered) != set(tensors):
-        raise _refuse(path, "its tensors are not the linearized parameters its base lists")
+    total = math.fsum(m["weight"] for m in members)
+    if not math.isfinite(weight) or weight < 0 or (kind == "component" and len(members) != 1) or not math.isclose(
+            weight, total, rel_tol=1e-9, abs_tol=1e-12):
+        raise _refuse(path, f"its weight {weight} is not the sum of its {len(members)} member(s)' weights or they do "
+                            f"not make a {kind}")
+    names = [n for n, _ in base["linearized"]] if payload == "delta" else list(STAT_KEYS)
+    ordered = OrderedDict((name, tensors[name]) for name in names)
     if content_sha256(ordered) != metadata.get("content_sha256"):
         raise _refuse(path, "its tensors do not match the content hash in its header (corrupted or edited)")
     bad = [n for n, t in ordered.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
@@ -448,7 +695,10 @@ def load_component(path: str) -> Component:
         raise _refuse(path, f"it holds NaN or inf (in {bad[:5]})")
     if kind == "component" and members[0]["sha256"] != metadata["content_sha256"]:
         raise _refuse(path, "its member entry does not describe its own tensors")
-    return Component(kind, payload, ordered, float(weight), members, base, settings, path=path)
+    if payload == "statistics" and kind == "component" and float(ordered["count"]) != weight:
+        raise _refuse(path, "its weight is not its sample count")
+    return Component(kind, payload, ordered, float(weight), members, base, settings, path=path,
+                     signed="hmac_sha256" in metadata)
 
 
 def component_paths(paths: Union[str, Sequence[str]]) -> List[str]:
@@ -458,35 +708,49 @@ def component_paths(paths: Union[str, Sequence[str]]) -> List[str]:
     out = []
     for path in paths:
         if os.path.isdir(path):
-            out += sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".safetensors"))
+            out += sorted(os.path.join(path, f) for f in os.listdir(path)
+                          if f.endswith(".safetensors") and not f.startswith("."))
         else:
             out.append(str(path))
     return out
 
 
-def load_components(paths: Union[str, Sequence[str]]) -> List[Component]:
+def load_components(paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None) -> List[Component]:
     """:func:`load_component` on every file (a directory: its ``.safetensors`` files),
     ordered by experience id (compositions after the components, in name order)."""
-    loaded = [load_component(p) for p in component_paths(paths)]
-
-    def order(c: Component):
-        numeric = isinstance(c.experience, int)
-        return c.kind != "component", not numeric, c.experience if numeric else str(c.experience)
-
-    return sorted(loaded, key=order)
+    loaded = [load_component(p, key=key) for p in component_paths(paths)]
+    return sorted(loaded, key=lambda c: (c.kind != "component", c.experience if c.kind == "component" else 0))
 
 
-def components_for(paths: Union[str, Sequence[str]], model, learned=(), name: str = "this strategy's model"
-                   ) -> List[Component]:
+def _check_distinct(components: Sequence[Component]) -> None:
+    """Each experience once, and no content under two experience ids."""
+    experiences: Dict[int, str] = {}
+    contents: Dict[str, tuple] = {}
+    for component in components:
+        for member in component.members:
+            if member["experience"] in experiences:
+                raise IncompatibleComponentsError(
+                    f"Experience {member['experience']} is in both {experiences[member['experience']]} and "
+                    f"{component.name()}: a composition holds each experience once (forget it from one of them first).")
+            experiences[member["experience"]] = component.name()
+            if member["sha256"] in contents:
+                other, exp = contents[member["sha256"]]
+                raise IncompatibleComponentsError(
+                    f"{component.name()} (experience {member['experience']}) and {other} (experience {exp}) hold the "
+                    "same content: one component relabelled as another experience is refused (it would count twice).")
+            contents[member["sha256"]] = (component.name(), member["experience"])
+
+
+def components_for(paths: Union[str, Sequence[str]], model, learned=(), name: str = "this strategy's model", *,
+                   key: Union[None, bytes, str] = None) -> List[Component]:
     """The component files of ``paths`` (a directory: its ``.safetensors``), ordered by
     experience, each checked before any is used: a component (not a composition), of
-    ``model``'s base, an experience not in ``learned`` and not twice.
+    ``model``'s base, an experience not in ``learned``, not twice, no content twice.
 
     :raises IncompatibleComponentsError: naming the file and what does not fit.
     """
-    components = load_components(paths)
+    components = load_components(paths, key=key)
     reference = model_reference(model, name)
-    seen: Dict[str, str] = {}
     for component in components:
         if component.kind != "component":
             raise IncompatibleComponentsError(
@@ -496,65 +760,63 @@ def components_for(paths: Union[str, Sequence[str]], model, learned=(), name: st
         if component.experience in learned:
             raise IncompatibleComponentsError(f"Experience {component.experience} ({component.name()}) is already "
                                               "learned by this strategy; forget it first.")
-        key = json.dumps(component.experience)
-        if key in seen:
-            raise IncompatibleComponentsError(f"{seen[key]} and {component.name()} hold the same experience "
-                                              f"{component.experience}.")
-        seen[key] = component.name()
+    _check_distinct(components)
     return components
 
 
 # ---------------------------------------------------------------------------- composing and forgetting
 
 
+def _additive(payload: str) -> AdditiveComposition:
+    return AdditiveComposition(keep_components=False, scaled=payload == "delta")
+
+
+def _as_additive(composition: Component) -> AdditiveComposition:
+    """A composition file as the :class:`~avalanche_tmc.additive.AdditiveComposition` it holds."""
+    additive = _additive(composition.payload)
+    additive.merge({m["experience"]: m["weight"] for m in composition.members}, composition.tensors,
+                   checksums={m["experience"]: m["sha256"] for m in composition.members})
+    return additive
+
+
+def _from_additive(additive: AdditiveComposition, members, first: Component) -> Component:
+    return Component("composition", first.payload, additive.summed(), additive.total_weight, members,
+                     dict(first.base))
+
+
 def compose_components(components: Iterable[Component]) -> Component:
-    """A composition of components and/or compositions, summed in the order given.
+    """A composition of components and/or compositions, summed in the order given, with
+    the :class:`~avalanche_tmc.additive.AdditiveComposition` the strategies use: for
+    tangent components ``S ← S + w_t δ_t`` from zeros, in ``δ``'s dtype, so the result is
+    bit for bit the sum a :class:`~avalanche_tmc.composition.DeltaComposition` builds in
+    that order; statistics are added as they are.
 
-    For tangent components ``S`` is accumulated as ``S ← S + w_t δ_t`` from zeros, in
-    ``δ``'s dtype: exactly what :class:`~avalanche_tmc.composition.DeltaComposition`
-    does, so the result is bit for bit its sum. Statistics are added with
-    :func:`~avalanche_tmc.statistics.add_statistics`.
-
-    :raises IncompatibleComponentsError: different bases (naming the difference), or an
-        experience present twice.
+    :raises IncompatibleComponentsError: different bases (naming the difference), an
+        experience present twice, the same content under two experience ids.
     """
     components = list(components)
     if not components:
         raise ValueError("Nothing to compose: give at least one component file.")
     first = components[0]
-    seen: Dict[Any, str] = {}
     for component in components:
         check_same_base(first, component)
-        for member in component.members:
-            key = json.dumps(member["experience"])
-            if key in seen:
-                raise IncompatibleComponentsError(
-                    f"Experience {member['experience']} is in both {seen[key]} and {component.name()}: a composition "
-                    "holds each experience once (forget it from one of them first).")
-            seen[key] = component.name()
-    total: Optional["OrderedDict[str, Tensor]"] = None
-    weight = 0.0
+    _check_distinct(components)
+    additive = _additive(first.payload)
     for component in components:
-        if component.payload == "statistics":
-            total = OrderedDict((k, t.clone()) for k, t in component.tensors.items()) if total is None else \
-                add_statistics(total, component.tensors)
-        else:
-            if total is None:
-                total = OrderedDict((n, torch.zeros_like(t)) for n, t in component.tensors.items())
-            if component.kind == "component":
-                total = OrderedDict((n, total[n] + float(component.weight) * component.tensors[n].to(total[n]))
-                                    for n in total)
-            else:
-                total = OrderedDict((n, total[n] + component.tensors[n].to(total[n])) for n in total)
-        weight += float(component.weight)
-    members = [m for c in components for m in c.members]
-    return Component("composition", first.payload, total, weight, members, dict(first.base))
+        if component.kind == "component":
+            additive.add(component.experience, component.tensors, component.weight)
+        elif component.members:
+            additive.merge(_as_additive(component).weights, component.tensors, checksums=_as_additive(
+                component).checksums)
+    if not len(additive):  # only empty compositions
+        return replace(first, members=[], path=None)
+    return _from_additive(additive, [m for c in components for m in c.members], first)
 
 
 def forget_component(composition: Component, component: Component) -> Component:
     """The composition without ``component`` (exactly: ``S − w δ``, ``W − w``; statistics:
     their difference). ``component`` must be the very file that was composed (its
-    content hash is checked).
+    content hash and weight are checked).
 
     :raises IncompatibleComponentsError: another base, or not a member of the composition.
     """
@@ -569,20 +831,17 @@ def forget_component(composition: Component, component: Component) -> Component:
         raise IncompatibleComponentsError(
             f"Experience {component.experience} ({component.name()}) is not in {composition.name()} (members: "
             f"experiences {composition.experiences}).")
-    if composition.members[index]["sha256"] != component.sha256:
+    member = composition.members[index]
+    if member["sha256"] != component.sha256 or member["weight"] != component.weight:
+        what = "content hash" if member["sha256"] != component.sha256 else f"weight ({component.weight:g} vs " \
+                                                                          f"{member['weight']:g})"
         raise IncompatibleComponentsError(
             f"{component.name()} is not the component composed for experience {component.experience} in "
-            f"{composition.name()} (its content hash differs): subtracting it would leave a wrong composition.")
+            f"{composition.name()} (its {what} differs): subtracting it would leave a wrong composition.")
+    additive = _as_additive(composition)
+    additive.forget(component.experience, component.tensors)
     members = composition.members[:index] + composition.members[index + 1:]
-    if component.payload == "statistics":
-        total = add_statistics(composition.tensors, component.tensors, sign=-1.0)
-    else:
-        total = OrderedDict((n, t - float(component.weight) * component.tensors[n].to(t))
-                            for n, t in composition.tensors.items())
-    weight = composition.weight - float(component.weight)
-    if not members:  # clear the rounding residue: nothing is left
-        total, weight = OrderedDict((n, torch.zeros_like(t)) for n, t in total.items()), 0.0
-    return replace(composition, tensors=total, weight=weight, members=members, path=None)
+    return replace(_from_additive(additive, members, composition), settings=dict(composition.settings))
 
 
 def composed_delta(composition: Component) -> Delta:
@@ -596,14 +855,26 @@ def composed_delta(composition: Component) -> Delta:
     return OrderedDict((n, t * (1.0 / composition.weight)) for n, t in composition.tensors.items())
 
 
+def _clean(value):
+    """``value`` with every control character of its strings (terminal escape sequences)
+    shown as a ``\\xNN`` escape: what a file says is printed, never interpreted."""
+    if isinstance(value, str):
+        return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
 def describe(component: Component) -> Dict[str, Any]:
     """What ``avalanche-tmc inspect`` prints: kind, payload, weight, members, settings,
-    base, tensor count and size."""
-    return dict(
+    base, tensor count and size, whether it is signed; every string sanitized."""
+    return _clean(dict(
         file=component.path, kind=component.kind, payload=component.payload, weight=component.weight,
         experiences=component.experiences, classes={str(t): c for t, c in component.classes.items()},
         members=component.members, settings=component.settings, base=component.base,
         tensors=len(component.tensors), values=int(sum(t.numel() for t in component.tensors.values())),
         bytes=int(sum(t.numel() * t.element_size() for t in component.tensors.values())),
-        sha256=component.sha256,
-    )
+        sha256=component.sha256, signed=component.signed,
+    ))

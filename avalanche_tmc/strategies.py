@@ -18,11 +18,18 @@ from .additive import ComposableLearner
 from .composition import DeltaComposition
 from .distributed import UnshardedLoaders
 from .losses import RescaledSquareLoss
+from .metrics import default_tangent_evaluator
 from .plugin import TangentPlugin
 from .safety import FailSafeTraining, check_train_epochs
 from .tangent import Delta, TangentModel
 
-__all__ = ["TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
+__all__ = ["DEFAULT_LR", "TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
+
+DEFAULT_LR = 1e-2
+"""Adam's learning rate on ``δ``, the one default of the tangent family (strategies, the
+command line's ``--lr``, the examples). The paper's 1e-4 is for its regime (an ImageNet
+ResNet-50, 50 epochs per task); at a few epochs on small networks ``δ`` hardly moves with
+it (README, "Default learning rates"): pass ``lr=1e-4`` to reproduce the paper's setting."""
 
 
 class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
@@ -42,7 +49,7 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         model: TangentModel,
         optimizer: Optional[Optimizer] = None,
         criterion: Optional[Callable] = None,
-        lr: float = 1e-4,
+        lr: float = DEFAULT_LR,
         beta: float = 25.0,
         weighting: str = "mean",
         keep_components: bool = True,
@@ -62,7 +69,7 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         :param optimizer: defaults to ``Adam(model.delta_parameters(), lr=lr)`` (the paper).
             Its state is reset at every experience: each component trains from scratch.
         :param criterion: defaults to ``RescaledSquareLoss(alpha=1, beta=beta)``.
-        :param lr: learning rate of the default optimizer.
+        :param lr: learning rate of the default optimizer (:data:`DEFAULT_LR`).
         :param beta: RSL target value: 25 for class/task-incremental, 5 for data-incremental.
         :param weighting: ``"mean"`` (paper) or ``"samples"`` component weights.
         :param keep_components: keep every δ_t (for ``components``/``forget``);
@@ -107,7 +114,8 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
             eval_mb_size=eval_mb_size,
             device=device,
             plugins=[self.tangent_plugin, *(plugins or [])],
-            evaluator=evaluator,
+            # Avalanche's default, with losses named for what they are (RSL_Loss_*, TME's NLL_Loss_*)
+            evaluator=default_tangent_evaluator if evaluator is default_evaluator else evaluator,
             eval_every=eval_every,
             **base_kwargs,
         )
@@ -144,6 +152,12 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
 
     def installed(self, classes) -> None:
         self.tangent_plugin.installed(self.model, classes)
+
+    def learned_classes(self) -> dict:
+        return dict(self.tangent_plugin.component_classes)
+
+    def component_settings(self) -> dict:
+        return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
 
     @property
     def components(self) -> "OrderedDict[Hashable, Delta]":

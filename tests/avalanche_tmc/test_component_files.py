@@ -265,7 +265,7 @@ def test_an_edited_file_is_refused(trained, tmp_path):
     with pytest.raises(cf.ComponentFileError, match="content hash"):
         cf.load_component(str(tmp_path / "edited.safetensors"))
     header = bytes(data[8:header_end])
-    for old, new, why in ((b'"format_version":"1"', b'"format_version":"9"', "version 9"),
+    for old, new, why in ((b'"format_version":"2"', b'"format_version":"9"', "version 9"),
                           (b'"kind":"component"', b'"kind":"evil_code"', "unknown kind")):
         assert old in header, old
         changed = header.replace(old, new)
