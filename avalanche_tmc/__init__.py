@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
     from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
     from .batchnorm import reestimate_batchnorm
+    from .checkpoint import maybe_load_checkpoint, save_checkpoint
     from .component_files import (
         Component,
         ComponentFileError,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
     from .fast_tangent import TracingError
     from .losses import RescaledSquareLoss
+    from .metrics import loss_name
     from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
     from .statistics import (
         HeadStats,
@@ -58,7 +60,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         head_statistics,
         ridge_head,
     )
-    from .strategies import TMCSeqStrategy, TMCStrategy, TMEStrategy
+    from .strategies import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
     from .tangent import Delta, TangentModel, find_head, replace_head
 
 def _lazy_names() -> Dict[str, str]:
@@ -149,4 +151,8 @@ __all__ = [
     "compose_components",
     "forget_component",
     "composed_delta",
+    "save_checkpoint",
+    "maybe_load_checkpoint",
+    "DEFAULT_LR",
+    "loss_name",
 ]

@@ -1,0 +1,74 @@
+"""Loss metrics whose names say which loss they are.
+
+What it is for: the tangent strategies optimize the Rescaled Square Loss, and TME evaluates
+the negative log-likelihood of its softmax ensemble (a square loss on log-probabilities
+means nothing). Avalanche's ``loss_metrics`` log both as ``Loss_Epoch``/``Loss_Exp``/
+``Loss_Stream``, so a TMC run (RSL, about 60 on digits) and a TME run (NLL, about 2.3)
+look comparable when they are not. :func:`loss_metrics` is Avalanche's function with each
+name prefixed by the loss the strategy used for the values: ``RSL_Loss_Epoch/train_phase/...``,
+``NLL_Loss_Stream/eval_phase/...``; :func:`loss_name` says which (the criterion's
+``loss_name`` attribute, else its class or function name).
+
+The tangent strategies' default evaluator (:func:`default_tangent_evaluator`) uses them; pass
+``evaluator=EvaluationPlugin(accuracy_metrics(...), avalanche_tmc.metrics.loss_metrics(...),
+loggers=...)`` to keep them with your own loggers.
+"""
+
+from typing import Any, Dict, List
+
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.evaluation.metrics import loss_metrics as avalanche_loss_metrics
+from avalanche.training.plugins.evaluation import EvaluationPlugin, default_loggers
+
+__all__ = ["LOSS_NAMES", "loss_name", "loss_metrics", "default_tangent_evaluator"]
+
+LOSS_NAMES: Dict[str, str] = {"RescaledSquareLoss": "RSL", "nll_of_log_probs": "NLL", "CrossEntropyLoss": "CE",
+                              "MSELoss": "MSE", "NLLLoss": "NLL"}
+"""Short names of known criteria (class or function name -> name in the metric)."""
+
+_NAMED: Dict[type, type] = {}
+
+
+def loss_name(criterion: Any) -> str:
+    """The short name of a criterion: its ``loss_name`` attribute, else :data:`LOSS_NAMES` of
+    its class or function name, else that name itself."""
+    explicit = getattr(criterion, "loss_name", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    name = getattr(criterion, "__name__", None) or type(criterion).__name__
+    return LOSS_NAMES.get(name, name)
+
+
+def _named_class(cls: type) -> type:
+    """``cls`` (an Avalanche loss metric) whose name starts with the loss it last averaged."""
+    if cls not in _NAMED:
+        def update(self, strategy):
+            self.loss_name = loss_name(getattr(strategy, "_criterion", None))
+            cls.update(self, strategy)
+
+        def __str__(self):
+            return f"{getattr(self, 'loss_name', 'Loss')}_{cls.__str__(self)}"
+
+        _NAMED[cls] = type(f"Named{cls.__name__}", (cls,), {"update": update, "__str__": __str__,
+                                                             "__module__": __name__})
+    return _NAMED[cls]
+
+
+def loss_metrics(*, minibatch: bool = False, epoch: bool = False, epoch_running: bool = False,
+                 experience: bool = False, stream: bool = False) -> List[Any]:
+    """Avalanche's ``loss_metrics`` (same arguments) whose names start with the loss the
+    values are of (:func:`loss_name` of the strategy's criterion at the time), e.g.
+    ``RSL_Loss_Epoch`` while a tangent strategy trains and ``NLL_Loss_Exp`` when TME evaluates."""
+    metrics = avalanche_loss_metrics(minibatch=minibatch, epoch=epoch, epoch_running=epoch_running,
+                                     experience=experience, stream=stream)
+    for metric in metrics:
+        metric.__class__ = _named_class(type(metric))
+    return metrics
+
+
+def default_tangent_evaluator() -> EvaluationPlugin:
+    """Avalanche's ``default_evaluator`` (accuracy and loss per epoch, experience and stream,
+    Avalanche's default loggers) with the loss metrics of :func:`loss_metrics`."""
+    return EvaluationPlugin(accuracy_metrics(minibatch=False, epoch=True, experience=True, stream=True),
+                            loss_metrics(minibatch=False, epoch=True, experience=True, stream=True),
+                            loggers=default_loggers)
