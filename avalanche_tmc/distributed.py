@@ -77,8 +77,8 @@ from .additive import AdditiveComposition, ComposableLearner
 from .safety import check_new_experience_ids, dependent_plugin_names
 
 __all__ = [
-    "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelReport", "UnshardedLoaders", "init_parallel",
-    "shutdown_parallel", "assign_experiences", "train_parallel",
+    "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelSetupError", "ParallelReport", "lost_ranks",
+    "UnshardedLoaders", "init_parallel", "shutdown_parallel", "assign_experiences", "train_parallel",
 ]
 
 DEFAULT_TIMEOUT = 3600.0
@@ -89,6 +89,14 @@ class ParallelTrainingError(RuntimeError):
     """A parallel run failed: a rank's training raised, or a rank did not reach the
     composition in time. The message names the rank(s) and experience(s); every strategy
     is as before :func:`train_parallel`."""
+
+
+class ParallelSetupError(ParallelTrainingError):
+    """The process group cannot be set up: a launcher environment that is incomplete or
+    wrong (e.g. ``WORLD_SIZE`` without torchrun), or a rendezvous that fails."""
+
+
+_LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets for every process
 
 
 @dataclass
@@ -139,19 +147,42 @@ def init_parallel(backend: Optional[str] = None, timeout: float = DEFAULT_TIMEOU
         available, else gloo. With NCCL the process uses GPU ``LOCAL_RANK``.
     :param timeout: seconds before a collective gives up (a rank that never arrives).
 
-    Already in a process group: returns its rank and size. No launcher environment:
-    ``(0, 1)`` and no group (:func:`train_parallel` then trains sequentially).
+    Already in a process group: returns its rank and size. No launcher environment
+    (neither ``RANK`` nor ``WORLD_SIZE``): ``(0, 1)`` and no group (:func:`train_parallel`
+    then trains sequentially). An incomplete or wrong one (``WORLD_SIZE`` without torchrun),
+    or a rendezvous that fails: :class:`ParallelSetupError`.
     """
     timeout = _check_timeout(timeout)
     if dist.is_available() and dist.is_initialized():
         return DistributedHelper.rank, DistributedHelper.world_size
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+    launcher = [name for name in ("RANK", "WORLD_SIZE") if name in os.environ]
+    if not launcher:
         return 0, 1
+    missing = [name for name in _LAUNCHER_VARIABLES if name not in os.environ]
+    if missing:
+        raise ParallelSetupError(
+            f"The environment sets {launcher} but not {missing}: a torch.distributed launcher sets all of "
+            f"{list(_LAUNCHER_VARIABLES)}. Run under torchrun (torchrun --nproc_per_node=N ...), or unset {launcher} "
+            "to train in this process alone.")
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except ValueError:
+        raise ParallelSetupError(f"RANK={os.environ['RANK']!r} and WORLD_SIZE={os.environ['WORLD_SIZE']!r} must be "
+                                 "integers.") from None
+    if not 0 <= rank < world:
+        raise ParallelSetupError(f"RANK={rank} is not a rank of WORLD_SIZE={world} processes.")
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
+    except (RuntimeError, ValueError, OSError) as error:
+        first = str(error).splitlines()[0] if str(error) else ""
+        raise ParallelSetupError(
+            f"rank {rank} of {world} could not join the process group at {os.environ['MASTER_ADDR']}:"
+            f"{os.environ['MASTER_PORT']} ({type(error).__name__}: {first}). Launch every process with torchrun, "
+            "with the same MASTER_ADDR and MASTER_PORT.") from error
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -269,18 +300,30 @@ def _wait_for_all(group, rank: int, assignment: Dict[int, List[Any]], timeout: f
         dist.monitored_barrier(group=group, timeout=timedelta(seconds=timeout), wait_all_ranks=True)
     except RuntimeError as error:
         text = str(error)
-        found = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
-        if rank == 0 and found:
-            missing = [int(r) for r in re.findall(r"\d+", found.group(1))]
+        missing = lost_ranks(text, rank, len(assignment))
+        if missing:
             what = "; ".join(f"rank {r} (experiences {assignment.get(r, [])})" for r in missing)
             raise ParallelTrainingError(
-                f"{what} did not reach the composition within {timeout:g} s after rank 0 finished its share: "
+                f"{what} did not reach the composition within {timeout:g} s after rank {rank} finished its share: "
                 "it hung, was killed or crashed while training. Nothing was composed; this process's strategy is "
                 "as before train_parallel().") from error
         raise ParallelTrainingError(
             f"rank {rank} lost the other processes at the composition (within {timeout:g} s): a rank hung, was "
             f"killed or crashed while training ({_describe_shares(assignment)}); rank 0's error names it. Nothing "
             f"was composed. ({type(error).__name__}: {text.splitlines()[0] if text else ''})") from error
+
+
+def lost_ranks(text: str, rank: int, world: int) -> List[int]:
+    """The ranks a failed monitored barrier lost, as far as ``rank`` can tell: those its
+    error names (rank 0, the monitor, names the ranks that did not arrive), or in a job of
+    two the other one; empty when it cannot tell."""
+    found = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
+    if found:
+        return [int(r) for r in re.findall(r"\d+", found.group(1))]
+    named = sorted({int(r) for r in re.findall(r"\b[Rr]ank (\d+)", text)} - {rank})
+    if named:
+        return named
+    return [1 - rank] if world == 2 else []
 
 
 def _gather_json(obj: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -185,3 +185,32 @@ def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path):
     output = done.stdout + done.stderr
     assert "rank 1 (experiences [1, 3]) did not reach the composition within 5 s" in output
     assert seconds < 120  # the hung rank sleeps 600 s: the run ended on the timeout, not on it
+
+
+@pytest.mark.parametrize("environment, message", [
+    (dict(WORLD_SIZE="2"), r"sets \['WORLD_SIZE'\] but not \['RANK', 'MASTER_ADDR', 'MASTER_PORT'\]"),
+    (dict(RANK="0"), "but not"),
+    (dict(RANK="two", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999"), "must be integers"),
+    (dict(RANK="3", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999"), "not a rank of"),
+])
+def test_an_incomplete_launcher_environment_is_a_setup_error(monkeypatch, environment, message):
+    """Issue 21: WORLD_SIZE without torchrun exited 1 (a bug) instead of 6 (a set-up failure)."""
+    from avalanche_tmc.distributed import ParallelSetupError, ParallelTrainingError
+
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ParallelSetupError, match=message):
+        init_parallel(timeout=5)
+    assert issubclass(ParallelSetupError, ParallelTrainingError) and not dist.is_initialized()
+
+
+def test_a_survivor_names_the_lost_rank():
+    """Issue 21: when a rank was killed, the survivor's message never named it."""
+    from avalanche_tmc.distributed import lost_ranks
+
+    assert lost_ranks("[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 5 ms", 0, 4) == [1, 3]
+    assert lost_ranks("Connection closed by peer [127.0.0.1]:29500", 1, 2) == [0]  # two ranks: the other one
+    assert lost_ranks("[Rank 2] recv from rank 0 failed", 2, 3) == [0]
+    assert lost_ranks("Connection reset by peer", 1, 3) == []  # cannot tell
