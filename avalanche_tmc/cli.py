@@ -33,14 +33,18 @@ the files of the experiences it trained.
 import argparse
 import importlib
 import json
+import math
 import os
+import re
 import sys
+import tempfile
 import textwrap
 import traceback
 from typing import Any, Callable, Dict, Optional, Sequence
 
 __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY", "EXIT_TRAINING",
+    "EXIT_PIPE",
     "FactoryError", "METHODS", "load_factory", "build_parser", "main",
 ]
 
@@ -55,11 +59,16 @@ EXIT_BAD_FILE = 3
 """A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
 EXIT_INCOMPATIBLE = 4
 """Files that do not combine: another base model, head size or linearized set, an
-experience twice, forgetting a file that is not in the composition."""
+experience twice, the same content under two experience ids, forgetting a file that is not
+in the composition; or an output that another process created while this one worked
+(without ``--overwrite``, of two writers exactly one succeeds)."""
 EXIT_FACTORY = 5
 """The model or data factory cannot be imported, fails, or rejects an ``--option``."""
 EXIT_TRAINING = 6
-"""Training failed: it diverged, or a rank of a parallel (torchrun) run failed."""
+"""Training failed: it diverged, or a rank of a parallel (torchrun) run failed; or the
+process group could not be set up (an incomplete launcher environment)."""
+EXIT_PIPE = 141
+"""The output pipe was closed by the reader (``| head``): exits quietly (128 + SIGPIPE)."""
 
 EXIT_CODES = """exit codes:
   0  success
@@ -67,9 +76,12 @@ EXIT_CODES = """exit codes:
   2  bad command line (unknown option, missing argument, unknown experience id, output exists)
   3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
   4  files that do not combine (other base model, head size or linearized set; an experience
-     twice; forgetting a file that is not in the composition)
+     twice; the same content under two ids; forgetting a file that is not in the composition);
+     or --out created by another process meanwhile (without --overwrite)
   5  the model or data factory cannot be imported, fails or rejects an --option
-  6  training failed (diverged, or a rank of a torchrun run failed)"""
+  6  training failed (diverged, or a rank of a torchrun run failed) or the torchrun set-up failed
+     (e.g. WORLD_SIZE set without torchrun)
+141  the output pipe was closed (e.g. '| head'): nothing more is printed"""
 
 METHODS = ("tmc", "tmc-fc", "ridge", "ranpac", "ncm")
 """``--method``: tangent components (all parameters linearized, or the head only) or the
@@ -89,6 +101,53 @@ class FactoryError(RuntimeError):
 
 class UsageError(ValueError):
     """A command line that parses but cannot be carried out (exit code 2)."""
+
+
+# ---------------------------------------------------------------------------- argument types (bad values: exit 2)
+
+
+def _positive(kind, allowed: str):
+    """An argparse type: a ``kind`` (int or float) in (0, inf), else a usage error saying so."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}")
+        return value
+
+    parse.__name__ = allowed
+    return parse
+
+
+_POSITIVE_FLOAT = _positive(float, "must be a positive finite number")
+_POSITIVE_INT = _positive(int, "must be an integer >= 1")
+
+
+def _experience_id(text: str):
+    """``--experience``: an integer >= 0 (an index into the training stream) or ``all``."""
+    if text == "all":
+        return text
+    if not re.fullmatch(r"\d+", text):
+        raise argparse.ArgumentTypeError(f"an experience id is an integer >= 0 or 'all', got {text!r}")
+    return int(text)
+
+
+def _device(text: str) -> str:
+    """``--device``: cpu, cuda, cuda:N, mps, xpu or xpu:N (checked to exist before any work)."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?|mps|xpu(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"must be cpu, cuda, cuda:N, mps, xpu or xpu:N, got {text!r}")
+    return text
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    kind, _, index = device.partition(":")
+    backend = getattr(torch, kind, None) if kind != "cpu" else None
+    if backend is not None and (not backend.is_available() or (index and int(index) >= backend.device_count())):
+        raise UsageError(f"--device {device}: no such device on this machine (use --device cpu).")
 
 
 # ---------------------------------------------------------------------------- factories
@@ -324,9 +383,30 @@ def _strategy_for_method(net, args, plugins):
 # ---------------------------------------------------------------------------- commands
 
 
+def _check_writable(directory: str, what: str) -> None:
+    """Create ``directory`` if needed and write a file there: an unusable output is found
+    before any training, not after."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise UsageError(f"{what} {directory} cannot be written ({error.strerror or error}).") from None
+
+
 def _check_output(path: str, overwrite: bool) -> None:
-    if os.path.exists(path) and not overwrite:
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory; --out names the file to write.")
+    if os.path.lexists(path) and not overwrite:
         raise UsageError(f"{path} exists; pass --overwrite to replace it.")
+    _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
+
+
+def _key(args):
+    """The key of ``--key-file`` (None: the library then reads ``$AVALANCHE_TMC_KEY_FILE``)."""
+    from .component_files import read_key_file
+
+    return read_key_file(args.key_file) if getattr(args, "key_file", None) else None
 
 
 def cmd_train_component(args) -> int:
@@ -334,12 +414,23 @@ def cmd_train_component(args) -> int:
     from .component_files import save_component, strategy_components
     from .distributed import init_parallel, shutdown_parallel, train_parallel
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out} is a file; train-component writes experience-<id>.safetensors files into "
+                         "a directory.")
+    if "all" in args.experience and len(args.experience) > 1:
+        raise UsageError("--experience takes 'all' or experience ids, not both.")
+    twice = sorted({e for e in args.experience if args.experience.count(e) > 1})
+    if twice:
+        raise UsageError(f"--experience names {twice} more than once.")
+    _check_writable(args.out, "--out")
+    _check_device(args.device)
+    key = _key(args)
     rank, world = init_parallel(timeout=args.timeout)
     try:
         bm = _benchmark(args)
         stream = list(bm.train_stream)
         known = [exp.current_experience for exp in stream]
-        wanted = known if args.experience == ["all"] else [_parse_value(e) for e in args.experience]
+        wanted = known if args.experience == ["all"] else list(args.experience)
         unknown = [e for e in wanted if e not in known]
         if unknown:
             raise UsageError(f"Experience(s) {unknown} are not in the data's training stream (ids {known}).")
@@ -357,7 +448,8 @@ def cmd_train_component(args) -> int:
             for component in strategy_components(strategy):
                 if component.experience in mine:
                     component.settings.update(method=args.method, seed=args.seed)
-                    written.append(save_component(component, paths[component.experience]))
+                    written.append(save_component(component, paths[component.experience], overwrite=args.overwrite,
+                                                  key=key))
         except Exception as error:  # noqa: BLE001  (raised below, after the other processes heard of it)
             failure = error
         everyone = _gather_written(written if failure is None else None, world)  # no process waits for ever
@@ -376,7 +468,7 @@ def cmd_train_component(args) -> int:
     return EXIT_OK
 
 
-def _read(paths: Sequence[str], quiet: bool):
+def _read(paths: Sequence[str], quiet: bool, key=None):
     from tqdm import tqdm
 
     from .component_files import component_paths, load_component
@@ -384,8 +476,8 @@ def _read(paths: Sequence[str], quiet: bool):
     files = component_paths(paths)
     if not files:
         raise UsageError(f"No .safetensors files in {list(paths)}.")
-    return [load_component(p) for p in tqdm(files, desc="reading", unit="file", disable=quiet or len(files) < 2,
-                                                   file=sys.stderr)]
+    return [load_component(p, key=key) for p in tqdm(files, desc="reading", unit="file",
+                                                      disable=quiet or len(files) < 2, file=sys.stderr)]
 
 
 def cmd_compose(args) -> int:
@@ -393,8 +485,9 @@ def cmd_compose(args) -> int:
     from .component_files import compose_components, save_component
 
     _check_output(args.out, args.overwrite)
-    composition = compose_components(_read(args.files, args.quiet))
-    save_component(composition, args.out)
+    key = _key(args)
+    composition = compose_components(_read(args.files, args.quiet, key))
+    save_component(composition, args.out, overwrite=args.overwrite, key=key)
     print(f"wrote {args.out}: experiences {composition.experiences}, total weight {composition.weight:g}")
     return EXIT_OK
 
@@ -404,10 +497,11 @@ def cmd_forget(args) -> int:
     from .component_files import forget_component, load_component, save_component
 
     _check_output(args.out, args.overwrite)
-    composition = load_component(args.composition)
-    for component in _read(args.components, args.quiet):
+    key = _key(args)
+    composition = load_component(args.composition, key=key)
+    for component in _read(args.components, args.quiet, key):
         composition = forget_component(composition, component)
-    save_component(composition, args.out)
+    save_component(composition, args.out, overwrite=args.overwrite, key=key)
     print(f"wrote {args.out}: experiences {composition.experiences}, total weight {composition.weight:g}")
     return EXIT_OK
 
@@ -434,7 +528,7 @@ def cmd_inspect(args) -> int:
     """Print what each file holds."""
     from .component_files import describe
 
-    infos = [describe(c) for c in _read(args.files, True)]
+    infos = [describe(c) for c in _read(args.files, True, _key(args))]
     print(json.dumps(infos, indent=2) if args.json else "\n".join(_summary(i) for i in infos))
     return EXIT_OK
 
@@ -468,7 +562,8 @@ def cmd_evaluate(args) -> int:
     """Accuracy of the composition of the files on the data's test stream."""
     from .component_files import compose_components
 
-    composition = compose_components(_read(args.files, args.quiet))
+    _check_device(args.device)
+    composition = compose_components(_read(args.files, args.quiet, _key(args)))
     progress = _progress_plugin(not args.quiet)
     args.evaluator = _evaluator(args)
     strategy = _evaluation_strategy(composition, _network(args), args, progress)
@@ -511,8 +606,9 @@ def _factory_arguments(parser: argparse.ArgumentParser) -> None:
                             "--data-option dataset_root=/usr/share/datasets/fashion-mnist")
     group.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                        help="keyword argument of both factories (e.g. a seed both take)")
-    group.add_argument("--device", default="cpu", help="torch device")
-    group.add_argument("--eval-batch-size", type=int, default=256, help="batch size of evaluation and statistics")
+    group.add_argument("--device", default="cpu", type=_device, help="torch device: cpu, cuda, cuda:N, mps, xpu")
+    group.add_argument("--eval-batch-size", type=_POSITIVE_INT, default=256,
+                       help="batch size of evaluation and statistics")
 
 
 def _output_arguments(parser: argparse.ArgumentParser, metavar: str, written: str, replaced: str) -> None:
@@ -546,6 +642,10 @@ def _command(commands, name: str, run, summary: str, description: str) -> argpar
     parser = commands.add_parser(name, formatter_class=_Formatter, epilog=EXIT_CODES, help=summary,
                                  description=textwrap.fill(description, 88))
     parser.set_defaults(run=run)
+    parser.add_argument("--key-file", metavar="FILE", default=None,
+                        help="shared key (at least 16 bytes) of the federation: files written are signed with it "
+                             "(HMAC-SHA256), files read must be signed with it; default: the file named by "
+                             "$AVALANCHE_TMC_KEY_FILE, else no signatures")
     return parser
 
 
@@ -578,21 +678,22 @@ def build_parser() -> argparse.ArgumentParser:
         "network, and write it to DIR/experience-<id>.safetensors (DIR: --out). Run it under 'torchrun "
         "--nproc_per_node=N' to share the experiences among N processes (gloo on CPU, NCCL on GPU); "
         "each process writes the files of the experiences it trained.")
-    train.add_argument("--experience", nargs="+", required=True, metavar="ID",
+    train.add_argument("--experience", nargs="+", required=True, metavar="ID", type=_experience_id,
                        help="experience ids (indices of the training stream) this silo trains, or 'all'")
     train.add_argument("--method", choices=METHODS, default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
-    train.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (tangent methods)")
-    train.add_argument("--epochs", type=int, default=5, help="epochs per experience (tangent methods)")
-    train.add_argument("--batch-size", type=int, default=32, help="training batch size (tangent methods)")
-    train.add_argument("--beta", type=float, default=25.0, help="RSL target: 25 class/task-incremental, 5 data")
+    train.add_argument("--lr", type=_POSITIVE_FLOAT, default=1e-2, help="Adam learning rate (tangent methods)")
+    train.add_argument("--epochs", type=_POSITIVE_INT, default=5, help="epochs per experience (tangent methods)")
+    train.add_argument("--batch-size", type=_POSITIVE_INT, default=32, help="training batch size (tangent methods)")
+    train.add_argument("--beta", type=_POSITIVE_FLOAT, default=25.0,
+                       help="RSL target: 25 class/task-incremental, 5 data")
     train.add_argument("--weighting", choices=("mean", "samples"), default="mean",
                        help="component weight: 1 each, or the experience's sample count")
-    train.add_argument("--projection-dim", type=int, default=2000, help="random features of --method ranpac")
+    train.add_argument("--projection-dim", type=_POSITIVE_INT, default=2000, help="random features of --method ranpac")
     train.add_argument("--seed", type=int, default=0,
                        help="experience e trains with torch.manual_seed(seed + e): the same file wherever it runs")
-    train.add_argument("--timeout", type=float, default=3600.0,
+    train.add_argument("--timeout", type=_POSITIVE_FLOAT, default=3600.0,
                        help="under torchrun: seconds a process waits for the others before failing")
     _output_arguments(train, "DIR", "directory for the component files", "existing component files")
     _factory_arguments(train)
@@ -641,12 +742,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # before the heavy imports: --help and usage errors answer at once
 
-    from .component_files import ComponentFileError, IncompatibleComponentsError
+    from .component_files import ComponentExistsError, ComponentFileError, IncompatibleComponentsError
     from .distributed import ParallelTrainingError
     from .plugin import DivergenceError
 
     failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
-                (IncompatibleComponentsError, EXIT_INCOMPATIBLE), (FactoryError, EXIT_FACTORY),
+                ((IncompatibleComponentsError, ComponentExistsError), EXIT_INCOMPATIBLE), (FactoryError, EXIT_FACTORY),
                 ((DivergenceError, ParallelTrainingError), EXIT_TRAINING))
     try:
         if hasattr(args, "option"):
@@ -657,6 +758,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("avalanche-tmc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader closed the pipe (| head): stop printing, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except Exception as error:  # noqa: BLE001  (mapped to documented exit codes)
         for kinds, code in failures:
             if isinstance(error, kinds):

@@ -1,0 +1,156 @@
+"""The command line honours every documented exit code (issue 21): bad values are usage
+errors (2) naming the allowed range, outputs are checked before any training, crafted
+files are unusable files (3), a concurrent writer loses with 4, set-up errors of a
+parallel run are 6, a closed output pipe ends quietly, and --key-file signs and checks."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save
+
+from avalanche_tmc import TangentModel, cli
+from avalanche_tmc import component_files as cf
+from avalanche_tmc.cli import EXIT_BAD_FILE, EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PIPE, EXIT_TRAINING, EXIT_USAGE, main
+from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
+
+ROOT = Path(__file__).resolve().parents[2]
+NEVER = ["--model", "tests.avalanche_tmc.test_cli_refusals:never", "--data",
+         "tests.avalanche_tmc.test_cli_refusals:never"]
+KEY = b"0123456789abcdef-federation-key"
+
+
+def never(**options):
+    """A factory that must not be reached: the command line had to refuse before."""
+    raise AssertionError("the factory was called: the refusal came too late")
+
+
+@pytest.fixture()
+def files(tmp_path):
+    torch.manual_seed(0)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+    directory = tmp_path / "silo"
+    for exp in (0, 1):
+        cf.save_component(cf.tangent_component(model, random_delta(model, seed=exp), exp),
+                          str(directory / f"experience-{exp}.safetensors"))
+    return directory
+
+
+def _train(*extra, out):
+    return main(["train-component", "--experience", "0", "--out", str(out), "--quiet", *NEVER, *extra])
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--lr", "nan", "positive finite"), ("--lr", "-1", "positive finite"), ("--batch-size", "0", "integer >= 1"),
+    ("--beta", "0", "positive finite"), ("--beta", "inf", "positive finite"), ("--timeout", "0", "positive finite"),
+    ("--eval-batch-size", "0", "integer >= 1"), ("--projection-dim", "0", "integer >= 1"),
+    ("--epochs", "0", "integer >= 1"), ("--epochs", "-1", "integer >= 1"), ("--device", "tpu9", "cpu, cuda"),
+    ("--experience", "true", "integer >= 0 or 'all'"), ("--experience", "1.0", "integer >= 0 or 'all'"),
+])
+def test_bad_values_are_usage_errors_naming_what_is_allowed(tmp_path, capsys, flag, value, allowed):
+    """Issue 21: every bad value exited 1 with a traceback ("a bug") instead of 2."""
+    with pytest.raises(SystemExit) as exit_info:
+        _train(flag, value, out=tmp_path)
+    assert exit_info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert allowed in err and flag in err and "Traceback" not in err
+
+
+def test_repeated_experiences_and_missing_devices_are_usage_errors(tmp_path, capsys):
+    assert main(["train-component", "--experience", "1", "1", "--out", str(tmp_path), *NEVER]) == EXIT_USAGE
+    assert "more than once" in capsys.readouterr().err
+    assert main(["train-component", "--experience", "all", "1", "--out", str(tmp_path), *NEVER]) == EXIT_USAGE
+    if not torch.cuda.is_available():
+        assert _train("--device", "cuda:3", out=tmp_path) == EXIT_USAGE
+        assert "no such device" in capsys.readouterr().err
+
+
+def test_unusable_outputs_are_refused_before_training(tmp_path, files, capsys):
+    """Issue 21: an unusable --out (a directory, under /proc, a file for train-component) was found after training."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert _train(out=a_file) == EXIT_USAGE
+    assert "is a file" in capsys.readouterr().err
+    assert _train(out="/proc/avalanche-tmc-out") == EXIT_USAGE
+    assert "cannot be written" in capsys.readouterr().err
+    assert main(["compose", str(files), "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["compose", str(files), "--out", "/proc/composed.safetensors"]) == EXIT_USAGE
+    assert main(["forget", str(files / "experience-0.safetensors"), str(files / "experience-0.safetensors"),
+                 "--out", str(tmp_path)]) == EXIT_USAGE
+
+
+def test_an_output_created_meanwhile_is_not_overwritten(tmp_path, files, monkeypatch, capsys):
+    """Issue 21: two `compose` without --overwrite both exited 0; the check ran before the write.
+    Here the other writer wins in the window between the check and the write."""
+    out = tmp_path / "composed.safetensors"
+    out.write_bytes(b"the other writer's file")
+    monkeypatch.setattr(cli, "_check_output", lambda path, overwrite: None)  # the check passed before it appeared
+    assert main(["compose", str(files), "--out", str(out)]) == EXIT_INCOMPATIBLE
+    assert "exists" in capsys.readouterr().err and out.read_bytes() == b"the other writer's file"
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_crafted_files_are_unusable_files(tmp_path, files, capsys):
+    """Issue 21: crafted files exited 1 instead of 3."""
+    data = (files / "experience-1.safetensors").read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    metadata = json.loads(data[8:8 + length])["__metadata__"]
+    from safetensors.torch import load
+
+    tensors = load(data)
+    members = json.loads(metadata["members"])
+    members[0]["experience"] = 1.0
+    metadata["members"] = json.dumps(members)
+    metadata["file_sha256"] = cf._metadata_sha256(metadata)
+    (tmp_path / "float-id.safetensors").write_bytes(save(tensors, metadata=metadata))
+    (tmp_path / "nested.safetensors").write_bytes(len(b"[" * 100000 + b"]" * 100000).to_bytes(8, "little")
+                                                  + b"[" * 100000 + b"]" * 100000)
+    os.mkfifo(tmp_path / "fifo.safetensors")
+    for name in ("float-id", "nested", "fifo"):
+        assert main(["inspect", str(tmp_path / f"{name}.safetensors")]) == EXIT_BAD_FILE, name
+        assert "Traceback" not in capsys.readouterr().err
+
+
+def test_key_file_signs_and_checks(tmp_path, files, capsys):
+    key = tmp_path / "federation.key"
+    key.write_bytes(KEY)
+    signed = tmp_path / "signed.safetensors"
+    assert main(["compose", str(files), "--out", str(signed), "--key-file", str(key)]) == EXIT_BAD_FILE
+    assert "not signed" in capsys.readouterr().err  # a composer holding the key refuses unsigned silo files
+    for path in files.iterdir():  # the silos sign what they write
+        cf.save_component(cf.load_component(str(path)), str(path), key=KEY)
+    assert main(["compose", str(files), "--out", str(signed), "--key-file", str(key)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["inspect", str(signed), "--key-file", str(key), "--json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)[0]["signed"] is True
+    cf.save_component(cf.load_component(str(signed)), str(tmp_path / "unsigned.safetensors"), key=None)
+    assert main(["inspect", str(tmp_path / "unsigned.safetensors"), "--key-file", str(key)]) == EXIT_BAD_FILE
+    assert "not signed" in capsys.readouterr().err
+    key.write_bytes(b"short")
+    assert main(["inspect", str(signed), "--key-file", str(key)]) == EXIT_BAD_FILE
+    assert "at least 16" in capsys.readouterr().err
+
+
+def test_world_size_without_torchrun_is_a_setup_failure(tmp_path, monkeypatch, capsys):
+    """Issue 21: WORLD_SIZE without torchrun exited 1, not 6."""
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert _train(out=tmp_path) == EXIT_TRAINING
+    assert "torchrun" in capsys.readouterr().err
+
+
+def test_a_closed_output_pipe_ends_quietly(files):
+    """Issue 21: `inspect DIR | head -1` crashed on BrokenPipe."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    process = subprocess.Popen([sys.executable, "-m", "avalanche_tmc.cli", "inspect", str(files)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before anything is printed
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=120) == EXIT_PIPE
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
