@@ -1,38 +1,74 @@
-"""Checkpoint and resume a strategy with Avalanche's own ``save_checkpoint`` /
-``maybe_load_checkpoint``, made to work on this install and written atomically.
+"""Checkpoint and resume a strategy: its learned state in a file that loads without
+unpickling (:func:`save_learned` / :func:`load_learned`), or the whole strategy with
+Avalanche's own ``save_checkpoint`` / ``maybe_load_checkpoint``, made to work on this
+install, written atomically and checked on loading.
 
-Why Avalanche's functions fail as they are: they pickle the whole strategy with
-``dill``. ``dill`` (0.4) pickles a class by reference only when it can find it again by
-importing ``module.qualname``, and it imports ``torch.optim.adam`` as
-``getattr(torch.optim, "adam")``. torch 2.13 deletes those submodule attributes from
-``torch.optim`` (``torch.optim.adam`` is in ``sys.modules`` but not an attribute), so
-``dill`` pickles ``Adam``/``SGD`` *by value*, walks into their module globals and stops at
-``typing_extensions``' private sentinel (``PicklingError: Can't pickle sentinel``), after
-having written part of the file. :func:`enable_dill_checkpoints` puts the submodules back
-as attributes (what older torch did), so the optimizer classes pickle by reference again.
+**Learned state, no pickle** (components, composition, statistics: what a
+:class:`~avalanche_tmc.additive.ComposableLearner` learned). :func:`save_learned` writes a
+safetensors file (tensors and JSON metadata, one integrity hash over both, optionally
+signed like component files); :func:`load_learned` checks it against the strategy it is
+loaded into (strategy type, mode, base model) and refuses a mismatch naming it. Nothing
+in the file is ever executed::
 
-Supported path::
+    strategy = build_strategy()
+    done = load_learned(strategy, "learned.safetensors") if os.path.exists("learned.safetensors") else []
+    for exp in benchmark.train_stream:
+        if exp.current_experience not in done:
+            strategy.train(exp)
+            save_learned(strategy, "learned.safetensors")
+
+Each tangent component and each experience's statistics start from scratch, so this is
+all a TMC, TME or analytic-head run needs to resume (optimizer state is reset per
+experience anyway).
+
+**The whole strategy (pickle: trusted files only).** Avalanche's functions pickle the
+strategy with ``dill``: loading such a file runs whatever code it was crafted to run, so
+load only checkpoints you wrote yourself. They fail on this install as they are:
+``dill`` (0.4) pickles a class by reference only when it can find it again by importing
+``module.qualname``, and it imports ``torch.optim.adam`` as ``getattr(torch.optim, "adam")``.
+torch 2.13 deletes those submodule attributes from ``torch.optim`` (``torch.optim.adam``
+is in ``sys.modules`` but not an attribute), so ``dill`` pickles ``Adam``/``SGD`` *by
+value*, walks into their module globals and stops at ``typing_extensions``' private
+sentinel (``PicklingError: Can't pickle sentinel``), after having written part of the
+file. :func:`enable_dill_checkpoints` puts the submodules back as attributes (what older
+torch did), so the optimizer classes pickle by reference again. Supported path::
 
     from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint
 
-    strategy, first_exp = maybe_load_checkpoint(build_strategy(), "ckpt.pkl")
+    strategy, first_exp = maybe_load_checkpoint(build_strategy(), "ckpt.pkl")  # trusted files only
     for exp in benchmark.train_stream[first_exp:]:
         strategy.train(exp)
         save_checkpoint(strategy, "ckpt.pkl")  # atomic: a crash never leaves a half-written file
 
 The strategy must be built the same way in the resuming process (same network, head seed,
-plugins); the checkpoint restores its learned state (components, model ``δ``, optimizer,
-task classes, clock, RNG state) on top.
+plugins); :func:`maybe_load_checkpoint` refuses (:class:`CheckpointError`, the strategy
+left as it was) a checkpoint of another strategy type or mode, another architecture or
+other pre-trained weights, and an unreadable (e.g. truncated) file.
 """
 
+import hashlib
+import json
 import os
 import pkgutil
 import sys
 import tempfile
+from collections import OrderedDict
+from typing import Any, Dict, Hashable, List, Union
 
 import torch.optim
+from torch import nn
 
-__all__ = ["enable_dill_checkpoints", "save_checkpoint", "maybe_load_checkpoint"]
+__all__ = [
+    "CheckpointError", "enable_dill_checkpoints", "save_checkpoint", "maybe_load_checkpoint", "checkpoint_identity",
+    "save_learned", "load_learned",
+]
+
+LEARNED_FORMAT = "avalanche-tmc-learned"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded into this strategy: unreadable, or made by another
+    strategy type or mode, architecture or pre-trained weights. The strategy is unchanged."""
 
 
 def enable_dill_checkpoints() -> None:
@@ -44,18 +80,55 @@ def enable_dill_checkpoints() -> None:
             setattr(torch.optim, info.name, sys.modules[full])
 
 
-def save_checkpoint(strategy, path: str, exclude=None) -> None:
-    """Avalanche's ``save_checkpoint``, working on this install and atomic: written to a
-    temporary file next to ``path``, then renamed over it (a failure or a kill leaves the
-    previous checkpoint intact)."""
-    from avalanche.checkpointing import save_checkpoint as avalanche_save
+def _base_network(strategy) -> nn.Module:
+    """The fixed network a strategy's knowledge is relative to: a TangentModel's wrapped
+    network, an AnalyticClassifier's features; else the whole model."""
+    model = strategy.model
+    for name in ("model", "features"):
+        inner = getattr(model, name, None)
+        if isinstance(inner, nn.Module):
+            return inner
+    return model
 
-    enable_dill_checkpoints()
+
+def checkpoint_identity(strategy) -> Dict[str, Any]:
+    """What a checkpoint must share with the strategy it is loaded into: the strategy type,
+    its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
+    and, for a :class:`~avalanche_tmc.additive.ComposableLearner`, the hash of the fixed
+    base weights and buffers (the pre-trained point its components belong to)."""
+    from .additive import ComposableLearner, tensors_sha256
+
+    net = _base_network(strategy)
+    layout = "\n".join(f"{name}:{type(m).__module__}.{type(m).__qualname__}" for name, m in net.named_modules())
+    layout += "\n" + "\n".join(f"{n}:{tuple(t.shape)}" for n, t in net.state_dict().items())
+    identity = dict(strategy=type(strategy).__qualname__,
+                    architecture=hashlib.sha256(layout.encode()).hexdigest())
+    if isinstance(strategy, ComposableLearner):
+        identity.update(mode=strategy.component_settings().get("mode"), payload=strategy.payload,
+                        base=tensors_sha256(net.state_dict()))
+    return identity
+
+
+_LABELS = dict(strategy="strategy type", mode="mode", payload="kind of components", architecture="architecture",
+               base="pre-trained weights or BatchNorm statistics")
+
+
+def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str) -> None:
+    for name, label in _LABELS.items():
+        if found.get(name) != expected.get(name):
+            shown = [str(v)[:16] for v in (found.get(name), expected.get(name))]
+            raise CheckpointError(
+                f"{path}: this checkpoint does not fit the strategy: its {label} differs (checkpoint {shown[0]}, "
+                f"strategy {shown[1]}). Build the strategy exactly as in the run that wrote it. The strategy was "
+                "left as it was.")
+
+
+def _atomic(path: str, write) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
-        avalanche_save(strategy, tmp, exclude=exclude)
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -63,10 +136,159 @@ def save_checkpoint(strategy, path: str, exclude=None) -> None:
         raise
 
 
-def maybe_load_checkpoint(strategy, path: str, map_location=None):
-    """Avalanche's ``maybe_load_checkpoint``: ``(strategy, first experience to train)``,
-    the strategy unchanged and 0 when ``path`` does not exist."""
-    from avalanche.checkpointing import maybe_load_checkpoint as avalanche_load
+def save_checkpoint(strategy, path: str, exclude=None) -> None:
+    """Avalanche's ``save_checkpoint`` (the whole strategy, pickled: see the module
+    docstring), working on this install and atomic: written to a temporary file next to
+    ``path``, then renamed over it (a failure or a kill leaves the previous checkpoint
+    intact). The file records :func:`checkpoint_identity`, checked on loading."""
+    from avalanche.checkpointing import save_checkpoint as avalanche_save
 
     enable_dill_checkpoints()
-    return avalanche_load(strategy, path, map_location=map_location)
+    strategy.checkpoint_identity = checkpoint_identity(strategy)
+    _atomic(path, lambda tmp: avalanche_save(strategy, tmp, exclude=exclude))
+
+
+def maybe_load_checkpoint(strategy, path: str, map_location=None):
+    """Avalanche's ``maybe_load_checkpoint``: ``(strategy, first experience to train)``,
+    the strategy unchanged and 0 when ``path`` does not exist.
+
+    **Trusted files only**: the file is unpickled, and a crafted pickle runs code on
+    loading. Use :func:`save_learned` / :func:`load_learned` for files from elsewhere.
+
+    :raises CheckpointError: the file cannot be read (truncated, not a checkpoint), or it
+        was written by another strategy type or mode, architecture or base weights
+        (naming which); the strategy is then as before the call.
+    """
+    from avalanche.checkpointing import maybe_load_checkpoint as avalanche_load
+
+    if not os.path.exists(path):
+        return strategy, 0
+    enable_dill_checkpoints()
+    expected = checkpoint_identity(strategy)
+    before = dict(strategy.__dict__)
+
+    def put_back():
+        strategy.__dict__.clear()
+        strategy.__dict__.update(before)
+
+    try:
+        strategy, first = avalanche_load(strategy, path, map_location=map_location)
+    except Exception as error:  # noqa: BLE001  (whatever a broken pickle raises)
+        put_back()
+        raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(error).__name__}: {error}); truncated, "
+                              "or not written by save_checkpoint. The strategy was left as it was.") from None
+    try:
+        # the loaded state says what it is; the strategy type is the one save_checkpoint recorded
+        found = dict(checkpoint_identity(strategy), strategy=(strategy.__dict__.get("checkpoint_identity") or {}).get(
+            "strategy", expected["strategy"]))
+    except Exception:  # noqa: BLE001  (a checkpoint of something else altogether)
+        found = {}
+    try:
+        _check_identity(found, expected, path)
+    except CheckpointError:
+        put_back()
+        raise
+    return strategy, first
+
+
+# ---------------------------------------------------------------------------- learned state without pickle
+
+
+def save_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) -> str:
+    """Write what ``strategy`` (a :class:`~avalanche_tmc.additive.ComposableLearner`)
+    learned: the summed tensors, each kept member, the members' weights, checksums and
+    classes, and :func:`checkpoint_identity`, as a safetensors file with one integrity hash
+    over metadata and tensors (signed with ``key`` / ``$AVALANCHE_TMC_KEY_FILE`` if any).
+    Written atomically; returns ``path``."""
+    from safetensors.torch import save
+
+    from .component_files import _metadata_sha256, _signature, content_sha256, resolve_key
+
+    key = resolve_key(key)
+    learned = strategy.learned()
+    tensors: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    keys = learned.keys
+    if len(learned):
+        tensors.update((f"sum/{n}", t) for n, t in learned.summed().items())
+    if learned.keep_components:
+        for index, (member, member_tensors) in enumerate(learned.components.items()):
+            tensors.update((f"member/{index}/{n}", t) for n, t in member_tensors.items())
+    tensors = OrderedDict((n, t.detach().to("cpu").contiguous()) for n, t in tensors.items())
+    classes = strategy.learned_classes()
+    members = [dict(key=k, weight=learned.weights[k], checksum=learned.checksums[k],
+                    classes={str(t): list(c) for t, c in classes.get(k, {}).items()}) for k in keys]
+    metadata = dict(format=LEARNED_FORMAT, identity=json.dumps(checkpoint_identity(strategy)),
+                    keep_components=json.dumps(learned.keep_components), members=json.dumps(members),
+                    content_sha256=content_sha256(tensors))
+    metadata["file_sha256"] = _metadata_sha256(metadata)
+    if key is not None:
+        metadata["hmac_sha256"] = _signature(key, metadata["file_sha256"])
+    data = save(dict(tensors), metadata=metadata)
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    _atomic(path, write)
+    return path
+
+
+def load_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) -> List[Hashable]:
+    """Put the learned state of :func:`save_learned`'s file into ``strategy`` (built the
+    same way, nothing learned yet) without unpickling anything; returns the keys
+    (experience ids) it holds.
+
+    :raises CheckpointError: an unreadable, edited or unsigned (with a key) file, or one of
+        another strategy type, mode, architecture or base weights, or a strategy that has
+        already learned something. The strategy is then unchanged.
+    """
+    import hmac
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    from .component_files import _metadata_sha256, _signature, content_sha256, resolve_key
+
+    key = resolve_key(key)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        length = int.from_bytes(data[:8], "little")
+        metadata = json.loads(data[8:8 + length])["__metadata__"]
+        tensors = load(data)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, SafetensorError) as error:
+        raise CheckpointError(f"{path}: cannot be read as a learned-state file ({type(error).__name__}: {error}).") \
+            from None
+    if not isinstance(metadata, dict) or metadata.get("format") != LEARNED_FORMAT:
+        raise CheckpointError(f"{path}: not a learned-state file of avalanche-tmc (save_learned writes them).")
+    if metadata.get("file_sha256") != _metadata_sha256(metadata) or content_sha256(tensors) != metadata.get(
+            "content_sha256"):
+        raise CheckpointError(f"{path}: its content does not match its integrity hash (corrupted or edited).")
+    if key is not None and not hmac.compare_digest(str(metadata.get("hmac_sha256")),
+                                                   _signature(key, metadata["file_sha256"])):
+        raise CheckpointError(f"{path}: not signed with the given key.")
+    try:
+        identity, members = json.loads(metadata["identity"]), json.loads(metadata["members"])
+        keep = json.loads(metadata["keep_components"])
+    except (KeyError, ValueError, RecursionError):
+        raise CheckpointError(f"{path}: its metadata are malformed.") from None
+    _check_identity(identity, checkpoint_identity(strategy), path)
+    learned = strategy.learned()
+    if len(learned):
+        raise CheckpointError(f"{path}: the strategy has already learned {learned.keys}; load into a fresh one.")
+    if keep != learned.keep_components:
+        raise CheckpointError(f"{path}: written with keep_components={keep}, the strategy has "
+                              f"keep_components={learned.keep_components}.")
+    if members:
+        total = OrderedDict((n[len("sum/"):], t) for n, t in tensors.items() if n.startswith("sum/"))
+        parts: Dict[Any, Dict[str, torch.Tensor]] = {}
+        for name, tensor in tensors.items():
+            if name.startswith("member/"):
+                _, index, inner = name.split("/", 2)
+                parts.setdefault(members[int(index)]["key"], OrderedDict())[inner] = tensor
+        fresh = learned.empty_like()
+        fresh.merge(OrderedDict((m["key"], m["weight"]) for m in members), total, parts if keep else None,
+                    {m["key"]: m["checksum"] for m in members})
+        strategy.replace_learned(fresh)
+        strategy.installed({m["key"]: {int(t): c for t, c in m["classes"].items()} for m in members})
+    return [m["key"] for m in members]

@@ -1,0 +1,154 @@
+"""Checkpoints (issue 21): loading checks the strategy type and mode, the architecture and
+the base weights and refuses a mismatch naming it, leaving the strategy as it was; an
+unreadable checkpoint is a CheckpointError; the learned state round-trips through a file
+that loads without unpickling."""
+
+import os
+import pickle
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from avalanche_tmc import TangentModel, TMCStrategy, TMEStrategy
+from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark
+
+warnings.filterwarnings("ignore", message="No loggers specified")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _strategy(cls=TMCStrategy, width=4, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    model = TangentModel(TinyResNet(width=width, num_classes=3), num_classes=NUM_CLASSES)
+    return cls(model=model, lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
+
+
+def _analytic(seed=0):
+    torch.manual_seed(seed)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator())
+
+
+def _train(strategy, experiences):
+    for exp in experiences:
+        torch.manual_seed(100 + exp.current_experience)
+        strategy.train(exp, shuffle=False)
+    return strategy
+
+
+@pytest.fixture(scope="module")
+def bm():
+    return small_benchmark(n_experiences=4)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(bm, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("ckpt") / "tmc.ckpt")
+    save_checkpoint(_train(_strategy(), bm.train_stream[:2]), path)
+    return path
+
+
+@pytest.mark.parametrize("build, named", [
+    (lambda: _strategy(width=8), "architecture"),
+    (lambda: _strategy(TMEStrategy), "strategy type"),
+    (lambda: _strategy(seed=1), "pre-trained weights"),
+])
+def test_a_checkpoint_of_something_else_is_refused_and_the_strategy_kept(checkpoint, build, named):
+    """Issue 21: a checkpoint of width 32 resumed into width 16, a TME one into TMC, without a word."""
+    strategy = build()
+    model, plugin = strategy.model, strategy.tangent_plugin
+    with pytest.raises(CheckpointError, match=named):
+        maybe_load_checkpoint(strategy, checkpoint)
+    assert strategy.model is model and strategy.tangent_plugin is plugin and len(plugin.composition) == 0
+
+
+def test_the_right_strategy_resumes(checkpoint, bm):
+    strategy, first = maybe_load_checkpoint(_strategy(), checkpoint)
+    assert first == 2 and strategy.tangent_plugin.composition.keys == [0, 1]
+    assert maybe_load_checkpoint(_strategy(), checkpoint + ".missing")[1] == 0
+
+
+def test_an_unreadable_checkpoint_is_a_checkpoint_error(checkpoint, tmp_path):
+    """Issue 21: a truncated checkpoint gave `OSError: [Errno 22]`."""
+    data = Path(checkpoint).read_bytes()
+    for keep in (len(data) // 2, 100, 0):
+        truncated = tmp_path / f"truncated-{keep}.ckpt"
+        truncated.write_bytes(data[:keep])
+        strategy = _strategy()
+        model = strategy.model
+        with pytest.raises(CheckpointError, match="cannot be read"):
+            maybe_load_checkpoint(strategy, str(truncated))
+        assert strategy.model is model
+
+
+def test_pickled_checkpoints_are_documented_as_trusted_files_only():
+    import avalanche_tmc.checkpoint as module
+
+    assert "trusted files only" in module.__doc__.lower()
+    assert "trusted files only" in maybe_load_checkpoint.__doc__.lower()
+    assert "trusted files only" in (ROOT / "README.md").read_text().lower()
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_learned_state_round_trips_without_pickle(bm, tmp_path, keep):
+    trained = _train(_strategy(keep_components=keep), bm.train_stream[:2])
+    path = save_learned(trained, str(tmp_path / "learned.safetensors"))
+    resumed = _strategy(keep_components=keep)
+    assert load_learned(resumed, path) == [0, 1]
+    for name, value in trained.composed_delta.items():
+        assert torch.equal(resumed.composed_delta[name], value), name
+    assert dict(resumed.tangent_plugin.task_classes) == dict(trained.tangent_plugin.task_classes)
+    # training goes on identically, and forgetting works on the loaded members
+    _train(trained, bm.train_stream[2:3])
+    _train(resumed, bm.train_stream[2:3])
+    for name, value in trained.composed_delta.items():
+        assert torch.equal(resumed.composed_delta[name], value), name
+    if keep:
+        resumed.forget(0)
+        trained.forget(0)
+        for name, value in trained.composed_delta.items():
+            assert torch.allclose(resumed.composed_delta[name], value, rtol=1e-6, atol=1e-8), name
+
+
+def test_learned_statistics_round_trip(bm, tmp_path):
+    trained = _train(_analytic(), bm.train_stream[:2])
+    path = save_learned(trained, str(tmp_path / "learned.safetensors"))
+    resumed = _analytic()
+    assert load_learned(resumed, path) == [0, 1]
+    assert torch.equal(resumed.model.weight, trained.model.weight)
+
+
+def test_learned_state_of_something_else_or_edited_is_refused(bm, tmp_path):
+    path = save_learned(_train(_strategy(), bm.train_stream[:1]), str(tmp_path / "learned.safetensors"))
+    for build, named in ((lambda: _strategy(TMEStrategy), "strategy type"), (lambda: _strategy(width=8),
+                                                                              "architecture"),
+                         (lambda: _strategy(seed=1), "pre-trained weights"), (_analytic, "strategy type")):
+        strategy = build()
+        with pytest.raises(CheckpointError, match=named):
+            load_learned(strategy, path)
+        assert len(strategy.learned()) == 0
+    data = bytearray(Path(path).read_bytes())
+    data[-3] ^= 0xFF
+    (tmp_path / "edited.safetensors").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="integrity"):
+        load_learned(_strategy(), str(tmp_path / "edited.safetensors"))
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_file_never_runs_code_through_load_learned(tmp_path):
+    marker = tmp_path / "code-ran"
+    crafted = tmp_path / "crafted.safetensors"
+    crafted.write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(CheckpointError):
+        load_learned(_strategy(), str(crafted))
+    assert not marker.exists()
