@@ -19,11 +19,13 @@ warnings.filterwarnings("ignore", message="no QP solver found", category=UserWar
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
     from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
+    from .additive import AdditiveComposition, ComposableLearner
     from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
     from .batchnorm import reestimate_batchnorm
-    from .checkpoint import maybe_load_checkpoint, save_checkpoint
+    from .checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .component_files import (
         Component,
+        ComponentExistsError,
         ComponentFileError,
         IncompatibleComponentsError,
         compose_components,
@@ -46,7 +48,14 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         weighted_sum,
         zeros_like_delta,
     )
-    from .distributed import ParallelReport, ParallelTrainingError, init_parallel, shutdown_parallel, train_parallel
+    from .distributed import (
+        ParallelReport,
+        ParallelSetupError,
+        ParallelTrainingError,
+        init_parallel,
+        shutdown_parallel,
+        train_parallel,
+    )
     from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
     from .fast_tangent import TracingError
     from .losses import RescaledSquareLoss
@@ -153,6 +162,13 @@ __all__ = [
     "composed_delta",
     "save_checkpoint",
     "maybe_load_checkpoint",
+    "CheckpointError",
+    "save_learned",
+    "load_learned",
+    "AdditiveComposition",
+    "ComposableLearner",
+    "ComponentExistsError",
+    "ParallelSetupError",
     "DEFAULT_LR",
     "loss_name",
 ]

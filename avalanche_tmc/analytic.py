@@ -249,7 +249,7 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
             pending=self._pending, replayed=dict(self._replayed), replay_groups=dict(self._replay_groups),
             component_classes=dict(self.component_classes),
-            masks=[(p, p._mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
+            masks=[(p, p.mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
             clock=dict(vars(self.clock)),
         )
 
@@ -263,7 +263,7 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         self._replay_groups = dict(snap["replay_groups"])
         self.component_classes = dict(snap["component_classes"])
         for plugin, state in snap["masks"]:
-            plugin._load_mask_state(state)
+            plugin.load_mask_state(state)
         vars(self.clock).update(snap["clock"])
 
     def make_optimizer(self, **kwargs) -> None:

@@ -387,7 +387,7 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
         control = _control_group()
         _check_same_setup(dict(experiences=ids, sizes=[len(exp.dataset) for exp in experiences], seed=seed,
                                payload=learner.payload, settings=strategy.learned_settings()), rank)
-    template, before = strategy._snapshot_template(), strategy._snapshot_learner()
+    before = strategy.snapshot_state()
     learner.set_aside()
     try:
         failure = failed_with = None
@@ -408,8 +408,7 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
         learner.install(*merged, experiences=experiences)
     except BaseException:
         learner.put_back()
-        strategy._restore_learner(before)
-        strategy._restore_template(template)
+        strategy.restore_state(before)
         raise
     return report
 

@@ -151,11 +151,13 @@ class TaskMaskPlugin(SupervisedPlugin, supports_distributed=True):
             strategy._criterion = self._saved_criterion
             self._saved_criterion = None
 
-    def _mask_state(self) -> Dict[str, Any]:
+    def mask_state(self) -> Dict[str, Any]:
+        """The recorded task labels and classes (and a replaced criterion), for :meth:`load_mask_state`."""
         return dict(task_classes={k: set(v) for k, v in self.task_classes.items()},
                     train_task_labels=set(self._train_task_labels), saved_criterion=self._saved_criterion)
 
-    def _load_mask_state(self, state: Dict[str, Any]) -> None:
+    def load_mask_state(self, state: Dict[str, Any]) -> None:
+        """Go back exactly to a :meth:`mask_state`."""
         self.task_classes = defaultdict(set, {k: set(v) for k, v in state["task_classes"].items()})
         self._train_task_labels = set(state["train_task_labels"])
         self._saved_criterion = state["saved_criterion"]
@@ -419,7 +421,7 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         return dict(
             delta=model.delta,
             composition=self.composition.snapshot(),
-            mask=self._mask_state(),
+            mask=self.mask_state(),
             replayed=dict(self._replayed),
             replay_groups=dict(self._replay_groups),
             base_fingerprint=self.base_fingerprint,
@@ -442,7 +444,7 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         model = self.tangent_model(strategy)
         self._snapshot = None
         self.composition.restore(snap["composition"])
-        self._load_mask_state(snap["mask"])
+        self.load_mask_state(snap["mask"])
         self._replayed = dict(snap["replayed"])
         self._replay_groups = dict(snap["replay_groups"])
         self.base_fingerprint = snap["base_fingerprint"]

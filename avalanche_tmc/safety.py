@@ -73,17 +73,28 @@ class FailSafeTraining:
         self._stop_training = state["stop_training"]
         self._eval_streams = state["eval_streams"]
 
+    def snapshot_state(self) -> Any:
+        """Everything a ``train()`` call changes (what was learned, the task classes, the
+        optimizer state, the clock), for :meth:`restore_state`: what code that trains the
+        strategy on its own terms (e.g. :func:`~avalanche_tmc.distributed.train_parallel`)
+        uses to be all or nothing too."""
+        return self._snapshot_template(), self._snapshot_learner()
+
+    def restore_state(self, state: Any) -> None:
+        """Go back exactly to a :meth:`snapshot_state`."""
+        template, learner = state
+        self._restore_learner(learner)
+        self._restore_template(template)
+
     def train(self, experiences, eval_streams=None, **kwargs):
         """Avalanche's ``train()``, all or nothing (see :mod:`avalanche_tmc.safety`)."""
         experiences = _as_list(experiences)
         check_new_experience_ids(experiences, self._learned_ids())
-        template = self._snapshot_template()
-        learner = self._snapshot_learner()
+        state = self.snapshot_state()
         try:
             return super().train(experiences, eval_streams, **kwargs)
         except BaseException:
-            self._restore_learner(learner)
-            self._restore_template(template)
+            self.restore_state(state)
             raise
 
 
