@@ -27,8 +27,8 @@ one :func:`register_method` entry (and its test)::
 """
 
 import copy
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from avalanche.training.plugins import LRSchedulerPlugin
@@ -55,19 +55,24 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "with_new_head", "FAMILIES", "config_for", "adaptation_candidates", "layer_candidates",
-    "feature_layers",
+    "component_row", "with_new_head", "other_beta", "FAMILIES", "SELF_TUNED", "tuning_unit", "decay_milestones",
+    "config_for", "adaptation_candidates", "layer_candidates", "feature_layers",
 ]
 
 # Hyper-parameter families: groups of a family train with the same learning rate and
 # epochs (``TrainConfig.lr_tangent`` / ``lr`` and ``epochs``, or the values tuned for the
 # family, see :mod:`benchmarks.tuning`). Training-free heads have nothing to tune.
 FAMILIES = ("tangent", "non-linear", "training-free")
+# Groups tuned for themselves rather than given their family's values: the paragons and
+# the replay methods (a family's values are chosen by its composition group, which need
+# not suit a method trained on all data at once or with a buffer).
+SELF_TUNED = ("joint", "joint-tangent", "er", "der")
 
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters shared by every method of a run."""
+    """Hyper-parameters shared by every method of a run (built once per run and seed by
+    :func:`benchmarks.config.train_config`)."""
 
     num_classes: int
     epochs: int = 5
@@ -77,6 +82,7 @@ class TrainConfig:
     lr: float = 0.01  # SGD, non-linear methods
     beta: float = 25.0
     milestones: Sequence[int] = ()  # lr x0.1 at these epochs of every experience
+    decay_at: Sequence[float] = ()  # lr x0.1 at these fractions of every experience's epochs (e.g. 0.5, 0.75)
     mem_size: int = 300
     projection_dim: int = 2000  # RanPAC-style random ReLU features
     slda_shrinkage: float = 1e-4  # Avalanche's StreamingLDA default
@@ -84,6 +90,8 @@ class TrainConfig:
     seed: int = 0
     bn_batches: Optional[Sequence[Any]] = None  # tangent base point: BatchNorm re-estimated on these
     tangent_epochs: Optional[int] = None  # epochs of the tangent family (None: ``epochs``)
+    # tuning unit (:func:`tuning_unit`) -> (learning rate, epochs) chosen for it; wins over the above
+    tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
 
     def for_family(self, family: str) -> "TrainConfig":
         """This config as a group of ``family`` sees it: the tangent family trains for
@@ -91,6 +99,13 @@ class TrainConfig:
         if family == "tangent" and self.tangent_epochs is not None:
             return replace(self, epochs=self.tangent_epochs)
         return self
+
+
+def decay_milestones(epochs: int, decay_at: Sequence[float]) -> List[int]:
+    """The epochs (of ``epochs``) where a step schedule at fractions ``decay_at``
+    multiplies the learning rate by 0.1: ``(0.5, 0.75)`` of 20 epochs -> ``[10, 15]``;
+    fractions that round to epoch 0 or to the same epoch count once."""
+    return sorted({int(f * epochs) for f in decay_at} - {0})
 
 
 def tangent_base(top: nn.Module, cfg: TrainConfig) -> nn.Module:
@@ -217,9 +232,24 @@ def groups_for(methods: Sequence[str]) -> List[Tuple[MethodGroup, Tuple[str, ...
     return chosen
 
 
+def tuning_unit(group: MethodGroup) -> str:
+    """Whose learning rate and epochs ``group`` trains with: its own name for
+    :data:`SELF_TUNED` groups, else its family."""
+    return group.name if group.name in SELF_TUNED else group.family
+
+
+def _uses_tangent_lr(group: MethodGroup) -> bool:
+    return group.family == "tangent"
+
+
 def config_for(group: MethodGroup, cfg: TrainConfig) -> TrainConfig:
-    """The config ``group`` trains with (its family's epochs)."""
-    return cfg.for_family(group.family)
+    """The config ``group`` trains with: its tuning unit's chosen learning rate and
+    epochs when ``cfg.tuned`` has them, else its family's."""
+    chosen = cfg.tuned.get(tuning_unit(group))
+    if chosen is None:
+        return cfg.for_family(group.family)
+    lr, epochs = chosen
+    return replace(cfg, epochs=int(epochs), **({"lr_tangent": lr} if _uses_tangent_lr(group) else {"lr": lr}))
 
 
 def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluator) -> SupervisedTemplate:
@@ -230,8 +260,9 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
         device=cfg.device, evaluator=evaluator,
     )
     strategy = group.build(top, cfg, common)
-    if cfg.milestones and strategy.optimizer is not None:
-        scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, list(cfg.milestones), gamma=0.1)
+    milestones = sorted(set(cfg.milestones) | set(decay_milestones(cfg.epochs, cfg.decay_at)))
+    if milestones and strategy.optimizer is not None:
+        scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, milestones, gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))
     return strategy
 
@@ -261,10 +292,17 @@ def with_new_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
 # ------------------------------------------------------------------ building blocks
 
 
-def _tangent(strategy_class, linearize: str) -> Builder:
+def other_beta(beta: float) -> float:
+    """The paper's other RSL β: 5 (data-IL) for 25 (class/task-IL) and 25 for 5; for any
+    other value, the nearer of the two is taken as the scenario's."""
+    return 5.0 if abs(beta - 25.0) < abs(beta - 5.0) else 25.0
+
+
+def _tangent(strategy_class, linearize: str, swap_beta: bool = False) -> Builder:
     def build(top, cfg, common):
         model = TangentModel(tangent_base(top, cfg), linearize=linearize)
-        return strategy_class(model=model, lr=cfg.lr_tangent, beta=cfg.beta, **common)
+        beta = other_beta(cfg.beta) if swap_beta else cfg.beta
+        return strategy_class(model=model, lr=cfg.lr_tangent, beta=beta, **common)
 
     return build
 
@@ -324,6 +362,10 @@ register_method(
     "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True, shipped=True),
     components=_tangent_components, component_row="tmc-fc", family="tangent",
 )(_tangent(TMCStrategy, "head"))
+# The paper's β claim (a larger β helps class-IL and hurts data-IL), within each seed: TMC
+# trained with the other of the paper's two values (5 where the run uses 25, and 25 for 5).
+register_method("tmc-alt-beta", Row("tmc-alt-beta", "TMC, the other β", "O(1)", parallel=True),
+                family="tangent")(_tangent(TMCStrategy, "all", swap_beta=True))
 
 
 @register_method(

@@ -79,7 +79,8 @@ def _worker(rank: int, world: int, port: int, threads: int, group_name: str, bm,
         group = {g.name: g for g in method_groups()}[group_name]
         torch.manual_seed(cfg.seed)
         strategy = build_strategy(group, top, cfg, None)
-        report = train_parallel(strategy, bm.train_stream, seed=cfg.seed, timeout=timeout)
+        # the runner seeds experience e of seed s by 1000 s + e (benchmarks.run.experience_seed)
+        report = train_parallel(strategy, bm.train_stream, seed=1000 * cfg.seed, timeout=timeout)
         mine = set(report.assignment[rank])
         for component in strategy_components(strategy):
             if component.experience in mine:
@@ -202,8 +203,9 @@ def main(argv=None) -> None:
     on a preset's first run (the numbers of the README's scale-out section)."""
     import argparse
 
+    from benchmarks.config import RunConfig
+    from benchmarks.prepare import prepare
     from benchmarks.presets import PRESETS
-    from benchmarks.run import prepare
     from benchmarks.scenarios import make_scenario
 
     parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
@@ -212,11 +214,11 @@ def main(argv=None) -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=None, help="tangent epochs (default: the preset's)")
     args = parser.parse_args(argv)
-    run = PRESETS[args.preset][0]
+    run = RunConfig.from_dict(PRESETS[args.preset][0])
     train, test, top = prepare(run)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=args.epochs or run["epochs"],
-                      batch_size=run["batch_size"], lr_tangent=run["lr_tangent"], beta=run["beta"])
+    bm = make_scenario(run.scenario, train, test, run.tasks, seed=0)
+    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=args.epochs or run.epochs,
+                      batch_size=run.batch_size, lr_tangent=run.lr_tangent, beta=run.beta)
     groups = {g.name: g for g in method_groups()}
     for name in args.groups.split(","):
         result = time_group(groups[name], bm, top, cfg, args.processes)

@@ -1,16 +1,18 @@
 """Tables and plots from benchmark result rows.
 
 A result row is a dict with the keys in :data:`COLUMNS`. One row is the accuracy of one
-model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method, after
-training ``after_task`` experiences, on one test experience (``eval_exp`` ``"0"``,
+model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method and seed,
+after training ``after_task`` experiences, on one test experience (``eval_exp`` ``"0"``,
 ``"1"``, ...) or on the whole test stream (``eval_exp == "all"``). Rows that share all
-keys but ``accuracy``/timings (e.g. seeds) are averaged. A run is a (dataset, scenario,
-tasks, regime) — the regime says how much of the network was trained; a results file
-with several regimes of one dataset also gets ``regimes.png`` (accuracy vs. how much is
-trained, one line per method).
+keys but ``seed``/``accuracy``/timings are summarised as mean ± sample standard deviation
+over seeds; the claims of the paper are judged from paired per-seed differences
+(:mod:`benchmarks.verdicts`). A run is a (dataset, scenario, tasks, regime) — the regime
+says how much of the network was trained; a results file with several regimes of one
+dataset also gets ``regimes.png`` (accuracy vs. how much is trained, one line per method).
 
 ``python -m benchmarks.report results/x/results.csv`` re-makes the table and plots next
-to the CSV.
+to the CSV; ``--readme README.md`` also rewrites the blocks of README.md generated from
+that file (between ``<!-- generated from PATH -->`` and ``<!-- end generated -->``).
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_family, method_names, method_row
+from benchmarks.verdicts import verdict_table
 
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "method_info", "cost_class", "order_methods", "run_key", "list_runs", "run_label",
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
-    "write_report", "main",
+    "write_report", "accuracy_spread", "seed_count", "readme_block", "update_readme", "main",
 ]
 
 Row = Mapping[str, object]
@@ -47,15 +51,16 @@ PathLike = Union[str, Path]
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
-    "regime", "trained_params", "lr", "epochs", "tuned", "setting",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed",
 )
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
+    "seed": lambda v: int(v) if v else "",
     "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
     "lr": lambda v: float(v) if v else "",
 }
 TUNING_COLUMNS: Tuple[str, ...] = (
-    "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "rows",
+    "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",
 )
 
 COMPOSED = "composed"
@@ -119,6 +124,24 @@ def accuracy_index(rows: Iterable[Row]) -> AccuracyIndex:
 def final_accuracy(index: AccuracyIndex, run: RunKey, method: str) -> Optional[float]:
     """Composed model, whole test stream, after the last experience (None if absent)."""
     return index.get((run, method, COMPOSED, run[2], ALL))
+
+
+SpreadIndex = Dict[Tuple[RunKey, str, str, int, str], Tuple[float, float, int]]
+
+
+def accuracy_spread(rows: Iterable[Row]) -> SpreadIndex:
+    """``(run, method, model, after_task, eval_exp) -> (mean, sample std, seeds)`` over
+    the seeds of each cell."""
+    groups: Dict[Tuple[RunKey, str, str, int, str], List[float]] = defaultdict(list)
+    for r in rows:
+        key = (run_key(r), str(r["method"]), str(r["model"]), int(r["after_task"]), str(r["eval_exp"]))  # type: ignore[arg-type]
+        groups[key].append(float(r["accuracy"]))  # type: ignore[arg-type]
+    return {k: (*mean_std(v), len(v)) for k, v in groups.items()}
+
+
+def seed_count(rows: Iterable[Row]) -> int:
+    """Distinct seeds of ``rows`` (rows without a seed count as one)."""
+    return len({r.get("seed", "") for r in rows}) or 1
 
 
 # ----------------------------------------------------------------------------- CSV
@@ -187,12 +210,21 @@ def _emphasis(index: AccuracyIndex, runs: Sequence[RunKey], methods: Sequence[st
     return marks
 
 
+def _percent(cell: Tuple[float, float, int]) -> str:
+    """An accuracy cell in %: ``"81.23"`` for one seed, ``"81.2 ± 1.4"`` (mean ± sample
+    standard deviation) for several."""
+    mean, std, n = cell
+    return f"{100 * mean:.1f} ± {100 * std:.1f}" if n > 1 else f"{100 * mean:.2f}"
+
+
 def markdown_table(rows: Sequence[Row]) -> str:
     """The paper's table: final accuracy (%) per method and run, plus cost columns and notes."""
     runs = list_runs(rows)
     methods = order_methods(str(r["method"]) for r in rows)
     index = accuracy_index(rows)
+    spread = accuracy_spread(rows)
     marks = _emphasis(index, runs, methods)
+    seeds = seed_count(rows)
 
     lines = [
         _md_row(["Method", *map(run_label, runs), "Inference/Memory", "Replay buffer", "Parallel tasks"]),
@@ -202,20 +234,22 @@ def markdown_table(rows: Sequence[Row]) -> str:
         name, cost, buffer, parallel = method_info(method)
         cells = []
         for run in runs:
-            acc = final_accuracy(index, run, method)
+            cell = spread.get((run, method, COMPOSED, run[2], ALL))
             mark = marks.get((run, method), "")
-            cells.append(MISSING if acc is None else f"{mark}{100 * acc:.2f}{mark}")
+            cells.append(MISSING if cell is None else f"{mark}{_percent(cell)}{mark}")
         lines.append(_md_row([name, *cells, cost, buffer, "yes" if parallel else "no"]))
 
     backbones = ", ".join(dict.fromkeys(str(r["backbone"]) for r in rows))
     lines += [
         "",
-        f"Final accuracy (%) on the whole test stream after the last experience; backbone: {backbones}. "
-        "**Bold**: best single-model (O(1)) method per column, joint paragons excluded; *italic*: best O(T) method.",
+        "Final accuracy (%) on the whole test stream after the last experience"
+        + (f", mean ± sample standard deviation over {seeds} seeds" if seeds > 1 else "") + f"; backbone: {backbones}. "
+        "**Bold**: best single-model (O(1)) method per column (by the mean), joint paragons excluded; *italic*: best "
+        "O(T) method" + (" (the verdicts below say which differences the seeds resolve)." if seeds > 1 else "."),
     ]
     for run in runs:
-        paragons = [(m, final_accuracy(index, run, m)) for m in methods if m in joint_methods()]
-        parts = [f"{method_info(m)[0]} {100 * acc:.2f}" for m, acc in paragons if acc is not None]
+        paragons = [(m, spread.get((run, m, COMPOSED, run[2], ALL))) for m in methods if m in joint_methods()]
+        parts = [f"{method_info(m)[0]} {_percent(cell)}" for m, cell in paragons if cell is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
     lines += _settings_lines(rows, runs)
@@ -281,8 +315,10 @@ def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     regimes = regime_tables(rows)
+    verdicts = verdict_table(rows, run_label)
     with atomic_path(path) as tmp:
-        tmp.write_text(markdown_table(rows) + ("\n" + regimes if regimes else ""), encoding="utf-8")
+        tmp.write_text(markdown_table(rows) + ("\n" + verdicts if verdicts else "")
+                       + ("\n" + regimes if regimes else ""), encoding="utf-8")
     return path
 
 
@@ -322,7 +358,8 @@ def _save(fig: Figure, path: PathLike) -> Path:
 
 
 def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
-    """Accuracy on the whole test stream vs. experiences trained, one panel per run.
+    """Accuracy on the whole test stream vs. experiences trained, one panel per run: the
+    mean over seeds, with a band of ± one standard deviation when there are several.
 
     Joint paragons (trained once on all data) are a dashed horizontal line with a star at
     ``T``. Returns the PNG path, or None when there are no rows.
@@ -331,25 +368,30 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
     if not runs:
         return None
     methods, colors = _method_colors(rows)
-    index = accuracy_index(rows)
+    spread = accuracy_spread(rows)
 
     fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
     handles: Dict[str, Line2D] = {}
     for ax, run in zip(axes, runs):
         for method in methods:
             points = sorted(
-                (t, 100 * acc) for (r, m, model, t, e), acc in index.items()
+                (t, 100 * mean, 100 * std) for (r, m, model, t, e), (mean, std, _) in spread.items()
                 if (r, m, model, e) == (run, method, COMPOSED, ALL)
             )
             if not points:
                 continue
-            xs, ys = zip(*points)
+            xs, ys, stds = zip(*points)
             label, color = method_info(method)[0], colors[method]
             if method in joint_methods():
                 ax.axhline(ys[-1], color=color, linestyle="--", linewidth=1)
                 (line,) = ax.plot(xs[-1:], ys[-1:], marker="*", markersize=10, color=color, linestyle="--", label=label)
+                if stds[-1] > 0:
+                    ax.axhspan(ys[-1] - stds[-1], ys[-1] + stds[-1], color=color, alpha=0.08, linewidth=0)
             else:
                 (line,) = ax.plot(xs, ys, marker="o", markersize=3, color=color, label=label)
+                if any(stds):  # mean ± std over seeds
+                    ax.fill_between(xs, [y - d for y, d in zip(ys, stds)], [y + d for y, d in zip(ys, stds)],
+                                    color=color, alpha=0.15, linewidth=0)
             handles.setdefault(method, line)
         ax.set_title(run_label(run), fontsize=10)
         ax.set_xlabel("experiences trained")
@@ -479,16 +521,58 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     return {k: p for k, p in paths.items() if p is not None}
 
 
+GENERATED_END = "<!-- end generated -->"
+
+
+def _generated_begin(csv_path: str) -> str:
+    return f"<!-- generated from {csv_path} by: python -m benchmarks.report {csv_path} --readme README.md -->"
+
+
+def readme_block(rows: Sequence[Row]) -> str:
+    """What README.md shows of a results file: the table and the verdicts."""
+    verdicts = verdict_table(rows, run_label)
+    return markdown_table(rows) + ("\n" + verdicts if verdicts else "")
+
+
+def update_readme(readme: PathLike, csv_path: str, rows: Sequence[Row], check: bool = False) -> bool:
+    """Rewrite the block of ``readme`` generated from ``csv_path`` (its path as written in
+    the marker, relative to the README) with :func:`readme_block` of ``rows``; with
+    ``check``, only say whether it is up to date. Returns whether the block was already
+    up to date. A README without the block's markers is an error."""
+    readme = Path(readme)
+    text = readme.read_text(encoding="utf-8")
+    begin = _generated_begin(csv_path)
+    start = text.find(begin)
+    end = text.find(GENERATED_END, start)
+    if start < 0 or end < 0:
+        raise ValueError(f"{readme} has no block generated from {csv_path}: add the lines\n{begin}\n{GENERATED_END}\n"
+                         "where the table goes, then run the command again.")
+    new = text[:start] + begin + "\n\n" + readme_block(rows) + "\n" + text[end:]
+    if new == text or check:
+        return new == text
+    with atomic_path(readme) as tmp:
+        tmp.write_text(new, encoding="utf-8")
+    return False
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
-    """``python -m benchmarks.report CSV``: re-make the table and plots next to ``CSV``."""
+    """``python -m benchmarks.report CSV [--readme README.md]``: re-make the table and
+    plots next to ``CSV`` (and README.md's block generated from it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", type=Path, help="results CSV written by write_csv / write_report")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="also rewrite this README's block generated from CSV (path as written in its marker: "
+                             "relative to the README's folder)")
     args = parser.parse_args(argv)
     rows = read_csv(args.csv)
     paths = write_report(rows, args.csv.parent, include_csv=False)
     print(markdown_table(rows))
     for key, path in paths.items():
         print(f"{key}: {path}")
+    if args.readme is not None:
+        relative = os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)
+        update_readme(args.readme, relative, rows)
+        print(f"readme: {args.readme} (block generated from {relative})")
     return paths
 
 

@@ -2,10 +2,13 @@
 ``python -m benchmarks.run --dataset caltech256 --data-root ~/data --scenario class --tasks 10 ...``.
 
 For each run: load the dataset and an ImageNet backbone, optionally freeze its trunk and
-cache the trunk's features, build the Avalanche benchmark (class-, task- or
-data-incremental), train every requested method group once, evaluate each table row
-after every experience with Avalanche's ``EvaluationPlugin`` and loggers, and write
-``results.csv``, ``results.md`` (the paper's table layout) and PNG plots.
+cache the trunk's features (:mod:`benchmarks.prepare`), build the Avalanche benchmark
+(class-, task- or data-incremental), and for every seed train every requested method
+group once, evaluating each table row after every experience with Avalanche's
+``EvaluationPlugin`` and loggers. The (seed, group) pieces are independent and run in
+``--jobs`` processes (:mod:`benchmarks.jobs`). Writes ``results.csv`` (one row per seed),
+``results.md`` (mean ± std over seeds in the paper's layout, and the verdict of each of the
+paper's claims from paired per-seed differences, :mod:`benchmarks.verdicts`) and PNG plots.
 """
 
 import argparse
@@ -28,8 +31,8 @@ from torch.utils.data import DataLoader
 
 from avalanche_tmc import DivergenceError, find_head
 from benchmarks import report
-from benchmarks.backbones import input_stats, load_backbone
-from benchmarks.datasets import load_dataset
+from benchmarks.config import Options, RunConfig, progress_key, train_config
+from benchmarks.jobs import default_jobs, run_tasks, threads_per_job
 from benchmarks.methods import (
     MethodGroup,
     TrainConfig,
@@ -41,20 +44,19 @@ from benchmarks.methods import (
     method_groups,
     method_names,
     select_row,
+    tuning_unit,
 )
 from benchmarks.parallel import make_trainer
+from benchmarks.prepare import first_experience_batches, num_classes, prepare
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import SCENARIOS, make_scenario
-from benchmarks.trunk import cache_features, split_backbone
-from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, tune, validation_split
+from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges, tune, validation_split
 
-__all__ = ["RUN_KEYS", "parse_args", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts", "run_group",
-           "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main"]
+__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
+           "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune")
-# optional run keys: "tangent_epochs" (the tangent family's epochs, default "epochs") and
-# "tuned_by" (where fixed learning rates and epochs were chosen, written with the results)
 
 
 def _positive_int(text: str) -> int:
@@ -92,6 +94,22 @@ def _milestones(text: str) -> str:
     return text
 
 
+def _seeds(text: str) -> Tuple[int, ...]:
+    """``--seeds 3`` (seeds 0, 1, 2) or ``--seeds 0,4,7`` (those seeds)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count (3) or comma-separated seeds (0,4,7), got {text!r}") \
+            from None
+    if "," not in text:
+        if len(values) != 1 or values[0] < 1:
+            raise argparse.ArgumentTypeError(f"a seed count must be at least 1, got {text!r}")
+        return tuple(range(values[0]))
+    if not values or len(set(values)) != len(values) or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be distinct non-negative integers, got {text!r}")
+    return tuple(values)
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options; those left unset come from the preset."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -116,8 +134,21 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="SGD lr of the non-linear methods")
     p.add_argument("--beta", type=_bounded_float(1000.0, "25 class/task-IL, 5 data-IL"),
                    help="RSL beta (25 class/task-IL, 5 data-IL)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
+                   help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
+                        "(minibatch order, new-head initialisation, random projections); default: the preset's")
+    p.add_argument("--seed", type=int, default=None, help="a single seed (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=int, default=0,
+                   help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--jobs", type=_positive_int, default=None,
+                   help="train this many (seed, method group) pairs at once, each in its own single-thread "
+                        "process (default: one per CPU core on CPU, 1 on an accelerator)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads per process (default: the cores shared among the jobs)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
+                        "whatever --jobs (across machines, see the README's reproducibility notes)")
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
     p.add_argument("--verbose", action="store_true", help="Avalanche's interactive progress logger")
     p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under <out>/tb")
@@ -125,15 +156,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="tangent methods: re-estimate the network's BatchNorm statistics on the first "
                         "experience's training inputs before linearizing (one base point for every component)")
     p.add_argument("--tune", action="store_const", const={}, default=None,
-                   help="choose learning rate and epochs per method family on a validation split of the training "
-                        "data (benchmarks/tuning.py; the default grid: 6 trials per family)")
+                   help="choose learning rate and epochs per tuning unit on a validation split of the training "
+                        "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
     p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
                    help="train the experiences of TMC/TME, TMC-FC and the statistics heads in N processes "
                         "(torch.distributed, gloo); each experience is then seeded by its id, so numbers differ "
                         "from a sequential run by seed noise")
     p.add_argument("--restart", action="store_true",
                    help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.seed is not None and args.seeds is not None:
+        p.error("give --seeds or --seed, not both")
+    return args
 
 
 def _parse_value(text: str) -> Any:
@@ -145,7 +179,20 @@ def _parse_value(text: str) -> Any:
     return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
-def resolve_runs(args: argparse.Namespace) -> List[Dict[str, Any]]:
+def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
+    """The runs to do (the preset's, with every flag given on the command line applied)
+    and the options for all of them: the one place the command line is read."""
+    runs = resolve_runs(args)
+    jobs = args.jobs or default_jobs(args.device)
+    threads = 1 if args.deterministic else args.threads
+    options = Options(data_root=args.data_root, weights=args.weights, data_seed=args.data_seed, device=args.device,
+                      out=args.out, verbose=args.verbose, tensorboard=args.tensorboard, bn_data=args.bn_data,
+                      parallel=args.parallel, jobs=jobs, threads=threads_per_job(jobs, threads),
+                      restart=args.restart, deterministic=args.deterministic)
+    return runs, options
+
+
+def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
     """The runs to do: the preset's, with every flag given on the command line applied."""
     if args.preset is not None and args.preset not in PRESETS:
         raise SystemExit(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
@@ -161,13 +208,20 @@ def resolve_runs(args: argparse.Namespace) -> List[Dict[str, Any]]:
                 raise SystemExit(f"--data-option takes KEY=VALUE, got {item!r}")
             options[key] = _parse_value(value)
         overrides["data_options"] = options
+    if getattr(args, "seeds", None) is not None:
+        overrides["seeds"] = args.seeds
+    elif getattr(args, "seed", None) is not None:
+        overrides["seeds"] = (args.seed,)
     defining = sorted(k for k in ("dataset", "scenario", "tasks", "data_options") if k in overrides)
     if len(runs) > 1 and defining:
         raise SystemExit(f"Preset {args.preset!r} has {len(runs)} runs; {defining} would make them all the same run. "
                          "Drop --preset (or use a single-run preset) to define one run on the command line.")
     if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
         overrides["data_options"] = {}
-    return [_override(run, overrides) for run in runs]
+    try:
+        return [RunConfig.from_dict(_override(run, overrides)) for run in runs]
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 # Flags after which a run's fixed, tuned values no longer describe it.
@@ -177,12 +231,13 @@ _UNTUNES = ("epochs", "lr", "lr_tangent", "freeze_until", "dataset", "data_optio
 
 def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
     """``run`` with command-line ``overrides``: ``--epochs`` sets every family's epochs, and
-    a run's ``tuned_by`` note is dropped once a flag changes what was tuned."""
+    a run's tuned values and ``tuned_by`` note are dropped once a flag changes what was tuned."""
     run = dict(run, **overrides)
     if "epochs" in overrides:
         run.pop("tangent_epochs", None)
     if any(k in overrides for k in _UNTUNES):
         run.pop("tuned_by", None)
+        run.pop("tuned", None)
     return run
 
 
@@ -199,30 +254,6 @@ def make_evaluator(out_dir: str, verbose: bool, tensorboard: bool) -> Evaluation
         forgetting_metrics(experience=True, stream=True),
         loggers=loggers,
     )
-
-
-def prepare(run: Dict[str, Any], *, data_root: Optional[str] = None, weights: Optional[str] = None):
-    """Datasets (features when the trunk is frozen) and the trainable top network of ``run``.
-
-    :param data_root: folder holding the dataset (folder datasets).
-    :param weights: local state-dict file with the backbone's ImageNet weights.
-    """
-    start = time.time()
-    train, test = load_dataset(run["dataset"], data_root=data_root, image_size=run["image_size"],
-                               normalization=input_stats(run["backbone"]), **run["data_options"])
-    backbone = load_backbone(run["backbone"], weights=weights)
-    if str(run["freeze_until"]).lower() in ("none", ""):
-        top, note = backbone, "whole network trained"
-    else:
-        example = torch.stack([train[i][0] for i in range(2)])
-        trunk, top = split_backbone(backbone, run["freeze_until"], example)
-        train, test = cache_features(trunk, train), cache_features(trunk, test)
-        note = f"trunk before {run['freeze_until']} frozen, features cached"
-    options = ", ".join(f"{k}={v}" for k, v in run["data_options"].items())
-    print(f"[{run['dataset']}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
-          f"samples, {run['image_size']}px, "
-          f"{run['backbone']}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
-    return train, test, top
 
 
 def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]:
@@ -262,6 +293,12 @@ def head_parameter_counts(model, num_classes: int) -> Tuple[int, int]:
     return sum(p.numel() for p in head.parameters()), new
 
 
+def experience_seed(seed: int, experience: int) -> int:
+    """The seed of one experience's training in run seed ``seed`` (distinct for every
+    pair with fewer than 1000 experiences; seed 0 gives the experience id)."""
+    return 1000 * seed + experience
+
+
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, tensorboard: bool = False,
               components: bool = True, parallel: int = 1) -> List[Dict[str, Any]]:
@@ -277,10 +314,11 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
     for after_task, data in stages:
-        # Each experience's training is seeded by its id: a component is then a function of
-        # its own data and seed, whatever was evaluated before it (a DataLoader draws its
-        # base seed from the global generator) and whichever process trains it.
-        torch.manual_seed(cfg.seed + (0 if group.joint else data.current_experience))
+        # Each experience's training is seeded by the run's seed and its id: a component is
+        # then a function of its own data and seed, whatever was evaluated before it (a
+        # DataLoader draws its base seed from the global generator) and whichever process
+        # trains it; seeds do not share experience seeds (1000 * seed + id).
+        torch.manual_seed(experience_seed(cfg.seed, 0 if group.joint else data.current_experience))
         start = time.time()
         train(strategy, data)
         train_seconds += time.time() - start
@@ -290,12 +328,12 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
             accs = _test_accuracies(strategy.eval(bm.test_stream), bm.test_stream)
             results += [dict(base_row, method=row, model="composed", after_task=after_task, eval_exp=k, accuracy=a,
                              train_seconds=train_seconds, eval_seconds=time.time() - start) for k, a in accs.items()]
-        print(f"  {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
+        print(f"  seed {cfg.seed} {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
                           if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
     if group.describe is not None:
         setting = group.describe(strategy)
-        print(f"  {'+'.join(rows):18s} {setting}", flush=True)
+        print(f"  seed {cfg.seed} {'+'.join(rows):18s} {setting}", flush=True)
         results = [dict(r, setting=setting) for r in results]
     getattr(train, "close", lambda: None)()  # a parallel trainer's component files
     components_under = component_row(group, rows) if components else None
@@ -307,12 +345,6 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
                              eval_exp=e, accuracy=a, train_seconds=train_seconds, eval_seconds=0.0)
                         for e, a in accs.items()]
     return results
-
-
-def _first_experience_batches(bm, batch_size: int) -> List[torch.Tensor]:
-    """The inputs of the first training experience, in order, batch by batch (no labels)."""
-    loader = DataLoader(bm.train_stream[0].dataset, batch_size=batch_size, shuffle=False)
-    return [batch[0] for batch in loader]
 
 
 def _progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGroup) -> str:
@@ -344,49 +376,73 @@ def final_accuracies(rows: Sequence[Dict[str, Any]], after_task: int) -> Dict[st
             if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == after_task}
 
 
-def tune_config(run: Dict[str, Any], train, top, cfg: TrainConfig, families: Sequence[str], *, seed: int,
-                progress_dir: str, progress_key: Dict[str, Any], bn_data: str,
-                restart: bool = False) -> Tuple[TrainConfig, List[Trial], Dict[str, Trial]]:
-    """``cfg`` with each family's learning rate and epochs chosen on a validation split of
-    ``train`` (:mod:`benchmarks.tuning`), and every trial. Each trial is kept under
-    ``progress_dir`` so an interrupted tuning resumes."""
-    grid = TuningGrid.from_dict(run["tune"])
-    fit, val = validation_split(train, grid.val_fraction, seed=seed)
-    bm = make_scenario(run["scenario"], fit, val, run["tasks"], seed=seed)
-    print(f"  tuning on a validation split: {len(fit)} train / {len(val)} validation samples (from the training "
-          f"set), {len(grid.trials('tangent'))} trials per family", flush=True)
-    groups = {g.name: g for g in method_groups()}
-    trial_cfg = replace(cfg, bn_batches=_first_experience_batches(bm, cfg.batch_size) if bn_data != "none" else None)
+def _trial_config(cfg: TrainConfig, unit: str, lr: float, epochs: int) -> TrainConfig:
+    """``cfg`` with tuning unit ``unit`` trained at ``lr`` for ``epochs``."""
+    return replace(cfg, tuned=dict(cfg.tuned, **{unit: (lr, epochs)}))
 
-    def run_trial(family: str, lr: float, epochs: int) -> Dict[str, float]:
-        group = groups[REPRESENTATIVE[family]]
-        settings = replace(trial_cfg, lr=lr, epochs=epochs) if family != "tangent" else replace(
-            trial_cfg, lr_tangent=lr, tangent_epochs=epochs)
-        path = _progress_path(progress_dir, dict(progress_key, trial=[family, lr, epochs]), group)
-        rows = None if restart else _load_progress(path)
+
+def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, units: Sequence[str], *,
+                progress_dir: str) -> Tuple[TrainConfig, List[Trial], Dict[str, Trial]]:
+    """``cfg`` with each tuning unit's learning rate and epochs chosen on a validation split
+    of ``train`` (:mod:`benchmarks.tuning`), and every trial. Each trial is kept under
+    ``progress_dir`` so an interrupted tuning resumes; trials run in ``options.jobs``
+    processes."""
+    grid = TuningGrid.from_dict(run.tune or {})
+    fit, val = validation_split(train, grid.val_fraction, seed=options.data_seed)
+    bm = make_scenario(run.scenario, fit, val, run.tasks, seed=options.data_seed)
+    print(f"  tuning on a validation split: {len(fit)} train / {len(val)} validation samples (from the training "
+          f"set), {len(grid.trials('tangent'))} trials per unit ({', '.join(units)}), "
+          + (f"lr x0.1 at {', '.join(f'{f:g}' for f in grid.decay_at)} of the epochs" if grid.decay_at else
+             "no learning-rate decay"), flush=True)
+    groups = {g.name: g for g in method_groups()}
+    trial_cfg = replace(cfg, decay_at=grid.decay_at,
+                        bn_batches=first_experience_batches(bm, cfg.batch_size) if options.bn_data != "none" else None)
+    key = progress_key(run, options, cfg.seed)
+
+    def run_trial(trial: Tuple[str, float, int]) -> Dict[str, float]:
+        unit, lr, epochs = trial
+        group = groups[REPRESENTATIVE[unit]]
+        path = _progress_path(progress_dir, dict(key, trial=[unit, lr, epochs], decay_at=grid.decay_at), group)
+        rows = None if options.restart else _load_progress(path)
         if rows is None:
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # the trial's per-experience lines
-                    rows = run_group(group, group.row_names, bm, top, settings, dict(scenario=run["scenario"]),
-                                     os.path.join(progress_dir, "tuning-logs"), components=False)
-            except DivergenceError as error:  # a learning rate too high for this family: scored 0
-                print(f"    {family:10s} lr {lr:g}, {epochs} epochs: diverged ({error})", flush=True)
-                rows = [dict(method=m, model="composed", eval_exp="all", after_task=run["tasks"], accuracy=0.0)
+                    rows = run_group(group, group.row_names, bm, top, _trial_config(trial_cfg, unit, lr, epochs),
+                                     dict(scenario=run.scenario), os.path.join(progress_dir, "tuning-logs"),
+                                     components=False)
+            except DivergenceError as error:  # a learning rate too high for this unit: scored 0
+                print(f"    {unit:13s} lr {lr:g}, {epochs} epochs: diverged ({error})", flush=True)
+                rows = [dict(method=m, model="composed", eval_exp="all", after_task=run.tasks, accuracy=0.0)
                         for m in group.row_names]
             _save_progress(path, rows)
-        accs = final_accuracies(rows, run["tasks"])
-        print(f"    {family:10s} lr {lr:g}, {epochs} epochs: validation "
+        accs = final_accuracies(rows, run.tasks)
+        print(f"    {unit:13s} lr {lr:g}, {epochs} epochs: validation "
               + "  ".join(f"{m} {a:.3f}" for m, a in accs.items()), flush=True)
         return accs
 
-    chosen, trials = tune(families, grid, run_trial)
-    if "tangent" in chosen:
-        cfg = replace(cfg, lr_tangent=chosen["tangent"].lr, tangent_epochs=chosen["tangent"].epochs)
-    if "non-linear" in chosen:
-        cfg = replace(cfg, lr=chosen["non-linear"].lr, epochs=chosen["non-linear"].epochs)
-    print("  chosen: " + "; ".join(f"{f} lr {t.lr:g}, {t.epochs} epochs (validation {t.score:.3f})"
-                                   for f, t in chosen.items()), flush=True)
+    chosen, trials = tune(units, grid, run_trial, lambda keys: _in_order(keys, run_trial, options))
+    tuned = dict(cfg.tuned, **{u: (t.lr, t.epochs) for u, t in chosen.items()})
+    cfg = replace(cfg, decay_at=grid.decay_at, tuned=tuned)
+    print("  chosen: " + "; ".join(
+        f"{u} lr {t.lr:g}, {t.epochs} epochs (validation {t.score:.3f}"
+        + (f"; on the edge of the grid: {', '.join(edges(t, grid))}" if edges(t, grid) else "") + ")"
+        for u, t in chosen.items()), flush=True)
     return cfg, trials, chosen
+
+
+def _cost(trial: Tuple[str, float, int]) -> float:
+    """A rough relative cost of a tuning trial, to start the longest first."""
+    unit, _, epochs = trial
+    return epochs * (2.0 if unit in ("der", "er") else 1.0)
+
+
+def _in_order(trials: List[Tuple[str, float, int]], function, options: Options) -> List[Dict[str, float]]:
+    """``function`` of every trial over ``options.jobs`` processes, the longest first, the
+    results in the order of ``trials``."""
+    order = sorted(range(len(trials)), key=lambda i: -_cost(trials[i]))
+    results = run_tasks(function, [trials[i] for i in order], options.jobs, options.threads, options.deterministic)
+    by_index = dict(zip(order, results))
+    return [by_index[i] for i in range(len(trials))]
 
 
 def _hyper_parameters(group: MethodGroup, cfg: TrainConfig) -> Dict[str, Any]:
@@ -402,60 +458,75 @@ def regime_label(freeze_until: Any) -> str:
     return "whole network" if str(freeze_until).lower() in ("none", "") else f"from {freeze_until}"
 
 
-def run_one(run: Dict[str, Any], args: argparse.Namespace, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
-    """All method groups of one (dataset, scenario, tasks, regime) run: its result rows
-    and, when the run is tuned, its tuning trials."""
-    methods = [m.strip() for m in run["methods"].split(",") if m.strip()]
-    groups = groups_for(methods)
-    train, test, top = prepare(run, data_root=args.data_root, weights=args.weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=args.seed)
-    num_classes = int(torch.as_tensor(train.targets).max()) + 1
-    cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], batch_size=run["batch_size"],
-                      lr_tangent=run["lr_tangent"], lr=run["lr"], beta=run["beta"], milestones=run["milestones"],
-                      device=args.device, seed=args.seed, tangent_epochs=run.get("tangent_epochs"),
-                      bn_batches=_first_experience_batches(bm, run["batch_size"]) if args.bn_data != "none" else None)
-    old_head, new_head = head_parameter_counts(top, num_classes)
+# Rough relative cost of a method group's training, to start the longest first (jobs).
+_GROUP_COST = {"der": 6, "er": 5, "ewc": 5, "lwf": 5, "independent": 4, "adapt": 4, "joint": 3, "joint-tangent": 3,
+               "tangent": 3, "tmc-seq": 3, "naive": 2, "tmc-fc": 1}
+
+
+def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
+    """All method groups of one (dataset, scenario, tasks, regime) run over its seeds: its
+    result rows (one per seed) and, when the run is tuned, its tuning trials."""
+    groups = groups_for(list(run.methods))
+    train, test, top = prepare(run, data_root=options.data_root, weights=options.weights)
+    bm = make_scenario(run.scenario, train, test, run.tasks, seed=options.data_seed)
+    classes = num_classes(train)
+    bn_batches = first_experience_batches(bm, run.batch_size) if options.bn_data != "none" else None
+    cfg = train_config(run, options, num_classes=classes, seed=run.seeds[0], bn_batches=bn_batches)
+    old_head, new_head = head_parameter_counts(top, classes)
     trained = sum(p.numel() for p in top.parameters()) - old_head + new_head
-    print(f"[{run['dataset']}] {run['scenario']}-incremental, {run['tasks']} experiences, {num_classes} classes, "
+    print(f"[{run.dataset}] {run.scenario}-incremental, {run.tasks} experiences, {classes} classes, "
           f"{trained / 1e6:.2f} M trained parameters, "
-          + ("learning rate and epochs per family tuned below" if run.get("tune") is not None else
-             f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)")
+          + ("learning rate and epochs per tuning unit tuned below" if run.tune is not None else
+             f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)"
+             + (f", tuned: {_tuned_text(run.tuned)}" if run.tuned else ""))
           + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"
-          + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else ""),
+          + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else "")
+          + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)",
           flush=True)
-    progress_key = dict(run, seed=args.seed, weights=args.weights, data_root=args.data_root)
-    if args.bn_data != "none":  # (absent by default, so earlier progress files keep their names)
-        progress_key["bn_data"] = args.bn_data
-    if args.parallel > 1:
-        progress_key["parallel"] = args.parallel
     progress_dir = os.path.join(out_dir, "progress")
     trials: List[Trial] = []
     chosen: Dict[str, Trial] = {}
-    if run.get("tune") is not None:
-        families = [f for f in REPRESENTATIVE if any(g.family == f for g, _ in groups)]
-        cfg, trials, chosen = tune_config(run, train, top, cfg, families, seed=args.seed, progress_dir=progress_dir,
-                                  progress_key=progress_key, bn_data=args.bn_data, restart=args.restart)
-    base_row = dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], backbone=run["backbone"],
-                    regime=regime_label(run["freeze_until"]), trained_params=trained,
-                    tuned="yes" if trials else run.get("tuned_by", "no"))
-    run_dir = os.path.join(out_dir, "logs", f"{run['scenario']}-{run['dataset']}-{run['tasks']}-{run['freeze_until']}")
-    results = []
-    for group, rows in groups:
-        progress = _progress_path(progress_dir, progress_key, group)
-        done = None if args.restart else _load_progress(progress)
+    if run.tune is not None:  # on the first seed's training randomness
+        units = sorted({tuning_unit(g) for g, _ in groups} & set(REPRESENTATIVE), key=list(REPRESENTATIVE).index)
+        cfg, trials, chosen = tune_config(run, options, train, top, cfg, units, progress_dir=progress_dir)
+    base_row = dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, backbone=run.backbone,
+                    regime=regime_label(run.freeze_until), trained_params=trained,
+                    tuned="yes" if trials else (run.tuned_by or "no"))
+    tasks = sorted(((seed, group, rows) for seed in run.seeds for group, rows in groups),
+                   key=lambda t: -_GROUP_COST.get(t[1].name, 1))
+
+    def do(task) -> List[Dict[str, Any]]:
+        seed, group, rows = task
+        seed_cfg = replace(cfg, seed=seed)
+        progress = _progress_path(progress_dir, progress_key(run, options, seed), group)
+        done = None if options.restart else _load_progress(progress)
         if done is not None:
-            print(f"  {'+'.join(rows):18s} finished by an earlier run: kept from {progress} (--restart to retrain)")
-            results += done
-            continue
-        group_rows = run_group(group, rows, bm, top, cfg, dict(base_row, **_hyper_parameters(group, cfg)), run_dir,
-                               verbose=args.verbose, tensorboard=args.tensorboard, parallel=args.parallel)
+            print(f"  seed {seed} {'+'.join(rows):18s} finished by an earlier run: kept from {progress} "
+                  "(--restart to retrain)", flush=True)
+            return done
+        group_rows = run_group(group, rows, bm, top, seed_cfg,
+                               dict(base_row, seed=seed, **_hyper_parameters(group, seed_cfg)),
+                               os.path.join(out_dir, "logs", run.label, f"seed{seed}"), verbose=options.verbose,
+                               tensorboard=options.tensorboard, parallel=options.parallel)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
-        results += group_rows
-    trial_rows = [dict(dataset=run["dataset"], scenario=run["scenario"], tasks=run["tasks"], regime=base_row["regime"],
+        return group_rows
+
+    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic)
+    order = {(seed, group.name): i for i, (seed, (group, _)) in enumerate(
+        (seed, g) for seed in run.seeds for g in groups)}
+    results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name)])
+               for row in rows]
+    grid = TuningGrid.from_dict(run.tune or {}) if trials else None
+    trial_rows = [dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, regime=base_row["regime"],
                        family=t.family, lr=t.lr, epochs=t.epochs, validation_accuracy=t.score,
                        chosen="yes" if chosen.get(t.family) is t else "no",
+                       edge=", ".join(edges(t, grid)) if chosen.get(t.family) is t else "",
                        rows=" ".join(f"{m}={a:.4f}" for m, a in t.accuracies.items())) for t in trials]
     return results, trial_rows
+
+
+def _tuned_text(tuned) -> str:
+    return ", ".join(f"{unit} {lr:g} / {epochs} epochs" for unit, (lr, epochs) in tuned.items())
 
 
 def check_writable(out_dir: str) -> None:
@@ -472,14 +543,19 @@ def check_writable(out_dir: str) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """Run every run of the preset / command line and write the report."""
     args = parse_args(argv)
-    runs = resolve_runs(args)
-    out_dir = args.out or os.path.join("results", args.preset or runs[0]["dataset"])
+    runs, options = resolve(args)
+    out_dir = options.out or os.path.join("results", args.preset or runs[0].dataset)
     check_writable(out_dir)
+    if options.deterministic:
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)
+    elif options.jobs <= 1 and options.threads:
+        torch.set_num_threads(options.threads)
     start = time.time()
     rows: List[Dict[str, Any]] = []
     trials: List[Dict[str, Any]] = []
     for run in runs:
-        run_rows, run_trials = run_one(run, args, out_dir)
+        run_rows, run_trials = run_one(run, options, out_dir)
         rows, trials = rows + run_rows, trials + run_trials
         report.write_report(rows, out_dir)  # keep what is done if a later run fails
         if trials:
@@ -490,8 +566,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     # change, say) stale results for the same settings.
     shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
     print("\n" + report.markdown_table(rows))
-    print(f"\nTotal time {time.time() - start:.0f}s on {torch.get_num_threads()} threads ({args.device}). "
-          f"Written: {', '.join(str(p) for p in paths.values())}")
+    print(f"\nTotal time {time.time() - start:.0f}s, {options.jobs} job(s) x {options.threads} thread(s) "
+          f"({options.device}). Written: {', '.join(str(p) for p in paths.values())}")
     return rows
 
 

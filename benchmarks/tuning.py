@@ -2,24 +2,30 @@
 
 What it is for: a comparison in which no method is favoured by its hyper-parameters.
 The validation split is carved from the *training* data only (stratified by class, and
-by domain where the dataset has domains); the test data is never looked at. Each family
-gets the same budget of trials (:class:`TuningGrid`: the same number of learning rates
-times the same epochs), and is scored by its composition group — the paper's comparison,
-T components trained independently from the pre-trained point:
+by domain where the dataset has domains); the test data is never looked at. Each tuning
+*unit* gets the same budget of trials (:class:`TuningGrid`: the same number of learning
+rates times the same epochs, every trial with the same step decay of the learning rate)
+and is scored by its representative group (:data:`REPRESENTATIVE`):
 
-* ``tangent`` (Adam): TMC and TME (the ``tangent`` group); the chosen values also train
-  TMC-Seq, TMC-FC and joint-tangent;
+* ``tangent`` (Adam): TMC and TME (the ``tangent`` group, the paper's comparison: T
+  components trained independently from the pre-trained point); the chosen values also
+  train TMC-Seq and TMC-FC;
 * ``non-linear`` (SGD, momentum 0.9): Soup, Ens-L and Ens-SM (the ``independent``
-  group); the chosen values also train ER, DER, LwF, EWC and joint.
+  group); the chosen values also train LwF, EWC and Naive;
+* the paragons ``joint`` (SGD) and ``joint-tangent`` (Adam) and the replay methods
+  ``er`` and ``der`` (SGD) are tuned for themselves
+  (:data:`benchmarks.methods.SELF_TUNED`), when the run has them.
 
 A trial's score is the mean, over the group's rows, of the final accuracy on the
 validation stream. Ties go to the earlier trial in grid order (smaller learning rate,
-then fewer epochs). Training-free heads have nothing to tune. The final run then trains
-every method on the whole training set with its family's chosen values.
+then fewer epochs). A choice on the edge of the grid (its smallest or largest learning
+rate or epoch count) is flagged (:func:`edges`): the optimum may lie outside. Training-free
+heads have nothing to tune. The final run then trains every method on the whole training
+set with its unit's chosen values.
 """
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -27,24 +33,31 @@ from torch.utils.data import Dataset, Subset
 
 from benchmarks.datasets.base import stratified_split
 
-__all__ = ["TuningGrid", "Trial", "REPRESENTATIVE", "validation_split", "labelled_subset", "tune", "choose"]
+__all__ = ["TuningGrid", "Trial", "REPRESENTATIVE", "TANGENT_UNITS", "validation_split", "labelled_subset", "tune",
+           "choose", "edges"]
 
-# The group whose validation accuracy decides each tuned family.
-REPRESENTATIVE: Dict[str, str] = {"tangent": "tangent", "non-linear": "independent"}
+# The group whose validation accuracy decides each tuning unit (a family, or a group tuned
+# for itself).
+REPRESENTATIVE: Dict[str, str] = {"tangent": "tangent", "non-linear": "independent", "joint": "joint",
+                                  "joint-tangent": "joint-tangent", "er": "er", "der": "der"}
+# Units trained with Adam on tangent parameters (the tangent learning-rate range).
+TANGENT_UNITS = ("tangent", "joint-tangent")
 
 
 @dataclass(frozen=True)
 class TuningGrid:
-    """The trials of each family: every learning rate times every epoch count.
+    """The trials of each unit: every learning rate times every epoch count, each with the
+    learning rate multiplied by 0.1 at the fractions ``decay_at`` of its epochs.
 
-    Both families get ``len(lrs) * len(epochs)`` trials; the learning-rate ranges differ
+    Every unit gets ``len(lrs) * len(epochs)`` trials; the learning-rate ranges differ
     because the optimizers do (Adam on δ for tangent models, SGD for fine-tuning).
     """
 
-    tangent_lrs: Tuple[float, ...] = (1e-4, 1e-3, 1e-2)
-    lrs: Tuple[float, ...] = (1e-3, 1e-2, 1e-1)
-    epochs: Tuple[int, ...] = (2, 5)
+    tangent_lrs: Tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    lrs: Tuple[float, ...] = (3e-3, 1e-2, 3e-2)
+    epochs: Tuple[int, ...] = (5, 10, 20)
     val_fraction: float = 0.2
+    decay_at: Tuple[float, ...] = (0.5, 0.75)
 
     def __post_init__(self):
         if len(self.tangent_lrs) != len(self.lrs):
@@ -56,16 +69,21 @@ class TuningGrid:
             raise ValueError("learning rates must be positive and finite.")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}.")
+        if any(not 0 < f < 1 for f in self.decay_at):
+            raise ValueError(f"decay_at takes fractions of the epochs in (0, 1), got {self.decay_at}.")
 
     @classmethod
     def from_dict(cls, values: Dict) -> "TuningGrid":
         """A grid from a preset's ``tune`` dict (lists become tuples)."""
         return cls(**{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items()})
 
-    def trials(self, family: str) -> List[Tuple[float, int]]:
-        """``(learning rate, epochs)`` pairs of ``family``, in grid order."""
-        lrs = self.tangent_lrs if family == "tangent" else self.lrs
-        return [(lr, epochs) for lr in lrs for epochs in self.epochs]
+    def learning_rates(self, unit: str) -> Tuple[float, ...]:
+        """The learning rates ``unit`` tries (Adam's range for :data:`TANGENT_UNITS`)."""
+        return self.tangent_lrs if unit in TANGENT_UNITS else self.lrs
+
+    def trials(self, unit: str) -> List[Tuple[float, int]]:
+        """``(learning rate, epochs)`` pairs of ``unit``, in grid order."""
+        return [(lr, epochs) for lr in self.learning_rates(unit) for epochs in self.epochs]
 
 
 @dataclass(frozen=True)
@@ -118,17 +136,34 @@ def choose(trials: Sequence[Trial]) -> Dict[str, Trial]:
     return best
 
 
-def tune(families: Sequence[str], grid: TuningGrid,
-         run_trial: Callable[[str, float, int], Dict[str, float]]) -> Tuple[Dict[str, Trial], List[Trial]]:
-    """Run every trial of ``families`` and choose.
+def edges(trial: Trial, grid: TuningGrid) -> List[str]:
+    """Where ``trial``'s values sit on the edge of ``grid``: e.g. ``["largest epochs"]``
+    (empty when both are interior, or the grid has one value of that kind)."""
+    found = []
+    for kind, value, values in (("learning rate", trial.lr, grid.learning_rates(trial.family)),
+                                ("epochs", trial.epochs, grid.epochs)):
+        if len(values) > 1 and value == min(values):
+            found.append(f"smallest {kind}")
+        elif len(values) > 1 and value == max(values):
+            found.append(f"largest {kind}")
+    return found
 
-    :param run_trial: ``(family, lr, epochs) -> {row: final validation accuracy}`` of the
-        family's representative group (see :data:`REPRESENTATIVE`).
-    :return: (chosen trial per family, every trial in order).
+
+def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, float, int], Dict[str, float]],
+         run_trials: Optional[Callable[[List[Tuple[str, float, int]]], List[Dict[str, float]]]] = None,
+         ) -> Tuple[Dict[str, Trial], List[Trial]]:
+    """Run every trial of ``families`` (tuning units) and choose.
+
+    :param run_trial: ``(unit, lr, epochs) -> {row: final validation accuracy}`` of the
+        unit's representative group (see :data:`REPRESENTATIVE`).
+    :param run_trials: optional: all trials at once (e.g. over several processes), in
+        order; ``run_trial`` is not called then.
+    :return: (chosen trial per unit, every trial in order).
     """
     unknown = [f for f in families if f not in REPRESENTATIVE]
     if unknown:
-        raise ValueError(f"Cannot tune families {unknown}; tunable: {', '.join(REPRESENTATIVE)}.")
-    trials = [Trial(family, lr, epochs, run_trial(family, lr, epochs))
-              for family in families for lr, epochs in grid.trials(family)]
+        raise ValueError(f"Cannot tune {unknown}; tunable: {', '.join(REPRESENTATIVE)}.")
+    keys = [(family, lr, epochs) for family in families for lr, epochs in grid.trials(family)]
+    results = run_trials(keys) if run_trials is not None else [run_trial(*key) for key in keys]
+    trials = [Trial(family, lr, epochs, accs) for (family, lr, epochs), accs in zip(keys, results)]
     return choose(trials), trials

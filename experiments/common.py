@@ -3,13 +3,13 @@
 import argparse
 from typing import Any, Dict, NamedTuple, Optional
 
-import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from benchmarks.config import Options, RunConfig, train_config
 from benchmarks.methods import TrainConfig
+from benchmarks.prepare import num_classes, prepare
 from benchmarks.presets import PRESETS
-from benchmarks.run import prepare
 from benchmarks.scenarios import make_scenario
 
 __all__ = ["PreparedRun", "prepare_run", "preset_parser"]
@@ -27,11 +27,11 @@ class PreparedRun(NamedTuple):
 
 def prepare_run(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str] = None) -> PreparedRun:
     """Load one run of a preset (``data_root``, ``weights``: as ``benchmarks.run``'s options)
-    with the run's classes, epochs, tangent learning rate and β, scenario seed 0."""
-    train, test, top = prepare(run, data_root=data_root, weights=weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=run["epochs"],
-                      lr_tangent=run["lr_tangent"], beta=run["beta"], tangent_epochs=run.get("tangent_epochs"))
+    with the run's training settings (its first seed) as the runner builds them, data seed 0."""
+    config = RunConfig.from_dict(run)
+    train, test, top = prepare(config, data_root=data_root, weights=weights)
+    bm = make_scenario(config.scenario, train, test, config.tasks, seed=0)
+    cfg = train_config(config, Options(), num_classes=num_classes(train), seed=config.seeds[0])
     return PreparedRun(bm, top, cfg, test)
 
 

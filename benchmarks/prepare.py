@@ -1,0 +1,62 @@
+"""A run's data and trainable network: load the dataset and the ImageNet backbone, freeze
+and cache the trunk before ``freeze_until``, and lay the trained part out for speed.
+
+Separate from :mod:`benchmarks.run` so that the parallel trainer and the studies can
+prepare a run without importing the runner.
+"""
+
+import time
+from typing import Any, List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from benchmarks.backbones import input_stats, load_backbone
+from benchmarks.config import RunConfig
+from benchmarks.datasets import load_dataset
+from benchmarks.trunk import cache_features, split_backbone
+
+__all__ = ["prepare", "first_experience_batches", "num_classes"]
+
+
+def prepare(run: RunConfig, *, data_root: Optional[str] = None,
+            weights: Optional[str] = None) -> Tuple[Dataset, Dataset, nn.Module]:
+    """Datasets (features when the trunk is frozen) and the trainable top network of ``run``.
+
+    The top network is in ``channels_last`` memory format: on the small feature maps of
+    the offline benchmarks (2x2 and 1x1) oneDNN's convolutions and their backward take
+    half the time that way (an SGD step of the main job's top: 157 -> 81 ms on 2 cores,
+    inference 46 -> 14 ms); every method trains this same network, so the change is the
+    same for all of them (float rounding).
+
+    :param data_root: folder holding the dataset (folder datasets).
+    :param weights: local state-dict file with the backbone's ImageNet weights.
+    """
+    start = time.time()
+    train, test = load_dataset(run.dataset, data_root=data_root, image_size=run.image_size,
+                               normalization=input_stats(run.backbone), **run.data_options)
+    backbone = load_backbone(run.backbone, weights=weights)
+    if str(run.freeze_until).lower() in ("none", ""):
+        top, note = backbone, "whole network trained"
+    else:
+        example = torch.stack([train[i][0] for i in range(2)])
+        trunk, top = split_backbone(backbone, run.freeze_until, example)
+        train, test = cache_features(trunk, train), cache_features(trunk, test)
+        note = f"trunk before {run.freeze_until} frozen, features cached"
+    top = top.to(memory_format=torch.channels_last)
+    options = ", ".join(f"{k}={v}" for k, v in run.data_options.items())
+    print(f"[{run.dataset}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
+          f"samples, {run.image_size}px, {run.backbone}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
+    return train, test, top
+
+
+def num_classes(train: Dataset) -> int:
+    """Classes of a training set (its largest target + 1)."""
+    return int(torch.as_tensor(train.targets).max()) + 1
+
+
+def first_experience_batches(bm: Any, batch_size: int) -> List[torch.Tensor]:
+    """The inputs of the first training experience, in order, batch by batch (no labels)."""
+    loader = DataLoader(bm.train_stream[0].dataset, batch_size=batch_size, shuffle=False)
+    return [batch[0] for batch in loader]
