@@ -364,13 +364,14 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
     def component_settings(self) -> Dict[str, object]:
         return dict(head=self.model.head, ridge_lambda=self.ridge_lambda)
 
-    def load_components(self, paths) -> List[Hashable]:
+    def load_components(self, paths, *, key=None) -> List[Hashable]:
         """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
         checked against this model (feature network, head type, projection, classes)
-        before any is added; returns their experience ids."""
+        before any is added, and signed with ``key`` if one is given (or in
+        ``$AVALANCHE_TMC_KEY_FILE``); returns their experience ids."""
         from .component_files import components_for
 
-        components = components_for(paths, self.model, self.statistics)
+        components = components_for(paths, self.model, self.statistics, key=key)
         for component in components:
             self.install_component(component.experience, component.tensors, component.classes)
         return [c.experience for c in components]

@@ -177,12 +177,13 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
                                       settings=strategy_settings(self))
         save_component(component, os.path.join(self.component_dir, f"experience-{key}.safetensors"))
 
-    def load_components(self, paths: Union[str, Sequence[str]]) -> List[Hashable]:
+    def load_components(self, paths: Union[str, Sequence[str]], *, key=None) -> List[Hashable]:
         """Compose component files (a directory: its ``.safetensors`` files) as if their
         experiences had been trained here; returns their experience ids.
 
         Every file is read and checked against this strategy's model (base weights and
-        BatchNorm statistics, head size, linearized parameters) before any is composed.
+        BatchNorm statistics, head size, linearized parameters) before any is composed;
+        with a key (``key``, or ``$AVALANCHE_TMC_KEY_FILE``) each must be signed with it.
 
         :raises ~avalanche_tmc.component_files.IncompatibleComponentsError: a file from
             another base (naming the difference), an experience already composed, a
@@ -192,19 +193,20 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
 
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
-        components = components_for(paths, self.model, self.tangent_plugin.composition)
+        components = components_for(paths, self.model, self.tangent_plugin.composition, key=key)
         for component in components:
             self.tangent_plugin.install_component(self.model, component.experience, component.tensors,
                                                   component.weight, component.classes)
         return [c.experience for c in components]
 
     @classmethod
-    def from_components(cls, paths: Union[str, Sequence[str]], *, model: TangentModel, **kwargs):
+    def from_components(cls, paths: Union[str, Sequence[str]], *, model: TangentModel, key=None, **kwargs):
         """A strategy built on ``model`` (the same base the files were trained on) holding
         the components of ``paths`` (files, or a directory of them), ready to evaluate,
-        train more experiences, or forget some; ``kwargs`` as for the constructor."""
+        train more experiences, or forget some; ``key`` as for :meth:`load_components`,
+        ``kwargs`` as for the constructor."""
         strategy = cls(model=model, **kwargs)
-        strategy.load_components(paths)
+        strategy.load_components(paths, key=key)
         return strategy
 
     def forget(self, exp_id: Hashable, delta: Optional[Delta] = None, *, inexact: bool = False) -> None:

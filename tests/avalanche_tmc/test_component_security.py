@@ -329,3 +329,20 @@ def test_signed_files_need_the_right_key(model, files, tmp_path, monkeypatch):
     key_file.write_bytes(b"short")
     with pytest.raises(cf.ComponentFileError, match="at least 16"):
         cf.read_key_file(str(key_file))
+
+
+def test_a_strategy_holding_a_key_loads_only_signed_components(files, tmp_path):
+    from avalanche_tmc import TMCStrategy
+
+    def fresh():
+        return TMCStrategy(model=TangentModel(_same_net(), num_classes=NUM_CLASSES), evaluator=None)
+
+    strategy = fresh()
+    with pytest.raises(cf.ComponentFileError, match="not signed"):
+        strategy.load_components([files[0], files[1]], key=KEY)
+    assert len(strategy.learned()) == 0
+    signed = [cf.save_component(cf.load_component(files[e]), str(tmp_path / f"signed-{e}.safetensors"), key=KEY)
+              for e in (0, 1)]
+    rebuilt = TMCStrategy.from_components(signed, model=TangentModel(_same_net(), num_classes=NUM_CLASSES), key=KEY,
+                                          evaluator=None)
+    assert rebuilt.learned().keys == [0, 1]
