@@ -214,3 +214,12 @@ def test_a_survivor_names_the_lost_rank():
     assert lost_ranks("Connection closed by peer [127.0.0.1]:29500", 1, 2) == [0]  # two ranks: the other one
     assert lost_ranks("[Rank 2] recv from rank 0 failed", 2, 3) == [0]
     assert lost_ranks("Connection reset by peer", 1, 3) == []  # cannot tell
+
+
+def test_when_rank_0_is_lost_the_survivor_names_it(tmp_path):
+    """Issue 21: the survivor's message never named the lost rank (only rank 0 could)."""
+    done, seconds = _torchrun(tmp_path, "--fail-rank", "0", "--fail-experience", "2", "--hang", "--timeout", "5")
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "rank 0 (experiences [0, 2]) did not reach the composition within 5 s after rank 1" in output, output[-3000:]
+    assert seconds < 120
