@@ -92,6 +92,7 @@ class TrainConfig:
     tangent_epochs: Optional[int] = None  # epochs of the tangent family (None: ``epochs``)
     # tuning unit (:func:`tuning_unit`) -> (learning rate, epochs) chosen for it; wins over the above
     tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
+    head_seed: Optional[int] = None  # the new head's initialisation (None: ``seed``); experiments/variance.py
 
     def for_family(self, family: str) -> "TrainConfig":
         """This config as a group of ``family`` sees it: the tangent family trains for
@@ -285,8 +286,9 @@ def component_row(group: MethodGroup, requested: Sequence[str]) -> Optional[str]
 
 
 def with_new_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
-    """A copy of ``top`` with a new seeded ``cfg.num_classes`` head."""
-    return replace_head(copy.deepcopy(top), cfg.num_classes, seed=cfg.seed)
+    """A copy of ``top`` with a new ``cfg.num_classes`` head seeded by ``cfg.head_seed``
+    (by default the run's seed)."""
+    return replace_head(copy.deepcopy(top), cfg.num_classes, seed=cfg.seed if cfg.head_seed is None else cfg.head_seed)
 
 
 # ------------------------------------------------------------------ building blocks
