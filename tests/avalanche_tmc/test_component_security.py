@@ -13,6 +13,9 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +26,7 @@ from avalanche_tmc import component_files as cf
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
 KEY = b"0123456789abcdef-shared-silo-key"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -346,3 +350,28 @@ def test_a_strategy_holding_a_key_loads_only_signed_components(files, tmp_path):
     rebuilt = TMCStrategy.from_components(signed, model=TangentModel(_same_net(), num_classes=NUM_CLASSES), key=KEY,
                                           evaluator=None)
     assert rebuilt.learned().keys == [0, 1]
+
+
+_WRITER = """
+import sys, torch
+from avalanche_tmc import component_files as cf
+tensors = {"x": torch.randn(2_000_000)}
+print("ready", flush=True)
+while True:
+    cf.save_component(cf.Component("composition", "delta", tensors, 0.0, [], {}), sys.argv[1])
+"""
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    """Issue 21: a SIGKILLed compose sometimes left a partial .tmp behind."""
+    path = tmp_path / "out.safetensors"
+    left = 0
+    for _ in range(3):
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE)
+        assert writer.stdout.readline().strip() == b"ready"
+        time.sleep(0.5)
+        writer.kill()
+        writer.wait()
+        left += len([n for n in os.listdir(tmp_path) if n.endswith(".tmp")])
+    cf.save_component(cf.Component("composition", "delta", {"x": torch.zeros(3)}, 0.0, [], {}), str(path))
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == [], left
