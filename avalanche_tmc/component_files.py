@@ -272,10 +272,11 @@ def _component(payload: str, tensors, weight: float, base, experience, classes, 
 
 def tangent_component(model: TangentModel, delta: Mapping[str, Tensor], experience, *, weight: float = 1.0,
                       classes: Optional[Mapping] = None, settings: Optional[Mapping] = None) -> Component:
-    """A tangent component of ``model``: ``delta`` (checked to fit the model), its weight,
+    """A tangent component of ``model``: ``delta`` (checked to fit the model, in its dtype), its weight,
     experience id, classes (task label -> classes) and training settings."""
     model.check_delta(delta)
-    ordered = OrderedDict((name, delta[name]) for name in model.linearized_names)
+    dtypes = {name: p.dtype for name, p in zip(model.linearized_names, model.delta_params)}
+    ordered = OrderedDict((name, delta[name].to(dtypes[name])) for name in model.linearized_names)  # the model's δ
     return _component("delta", ordered, weight, tangent_base(model), experience, classes, settings)
 
 
