@@ -47,8 +47,8 @@ def _normalised(weights: Optional[Sequence[float]], count: int) -> Sequence[floa
     if len(weights) != count:
         raise ValueError(f"Got {count} members but {len(weights)} weights.")
     total = sum(weights)
-    if total <= 0 or any(w < 0 for w in weights):
-        raise ValueError(f"Ensemble weights must be non-negative with a positive sum, got {weights}.")
+    if not 0 < total < float("inf") or any(not 0 <= w < float("inf") for w in weights):
+        raise ValueError(f"Ensemble weights must be non-negative and finite with a positive finite sum, got {weights}.")
     return [w / total for w in weights]
 
 

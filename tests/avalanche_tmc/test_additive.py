@@ -134,3 +134,13 @@ def test_no_caller_guesses_the_strategy_type_and_no_import_cycle():
     assert "_snapshot = None" not in (library / "strategies.py").read_text()
     assert "analytic" not in _imports(library / "distributed.py")
     assert "additive" in _imports(library / "distributed.py")
+
+
+@pytest.mark.parametrize("weights", [[1e308, 1e308], [float("nan"), 1.0], [float("inf"), 1.0], [0.0, 0.0]])
+def test_ensemble_weights_must_sum_to_a_positive_finite_number(weights):
+    from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
+
+    logits = [torch.randn(2, 3), torch.randn(2, 3)]
+    for ensemble in (logit_ensemble, log_softmax_ensemble):
+        with pytest.raises(ValueError, match="finite"):
+            ensemble(logits, weights)
