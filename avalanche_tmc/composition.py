@@ -25,6 +25,7 @@ tasks from scratch. It needs only ``δ_i`` and ``w_i``, never the other componen
 machines can be summed into them (an all-reduce, or files) in any order.
 """
 
+import math
 from collections import OrderedDict
 from typing import List, Mapping, Optional, Sequence
 
@@ -109,9 +110,10 @@ def weighted_sum(deltas: Sequence[Mapping[str, Tensor]], weights: Sequence[float
 def compose(deltas: Sequence[Mapping[str, Tensor]], weights: Optional[Sequence[float]] = None) -> Delta:
     """The composed component ``Σ w_i δ_i / Σ w_i`` (default: the plain mean, TMC)."""
     weights = [1.0] * len(deltas) if weights is None else [float(w) for w in weights]
-    if any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError(f"Composition weights must be non-negative with a positive sum, got {weights}.")
     total = sum(weights)
+    if any(not 0 <= w < math.inf for w in weights) or not 0 < total < math.inf:
+        raise ValueError(f"Composition weights must be non-negative and finite with a positive finite sum, got "
+                         f"{weights}.")
     return weighted_sum(deltas, [w / total for w in weights])
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from avalanche_tmc import DeltaComposition, TangentModel
+from avalanche_tmc import DeltaComposition, TangentModel, compose
 from avalanche_tmc.additive import AdditiveComposition, ComposableLearner, tensors_sha256
 from avalanche_tmc.analytic import AnalyticHeadStrategy
 from avalanche_tmc.statistics import StatisticsComposition, head_statistics
@@ -137,10 +137,13 @@ def test_no_caller_guesses_the_strategy_type_and_no_import_cycle():
 
 
 @pytest.mark.parametrize("weights", [[1e308, 1e308], [float("nan"), 1.0], [float("inf"), 1.0], [0.0, 0.0]])
-def test_ensemble_weights_must_sum_to_a_positive_finite_number(weights):
+def test_ensemble_and_compose_weights_must_sum_to_a_positive_finite_number(weights):
     from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
 
     logits = [torch.randn(2, 3), torch.randn(2, 3)]
     for ensemble in (logit_ensemble, log_softmax_ensemble):
         with pytest.raises(ValueError, match="finite"):
             ensemble(logits, weights)
+    deltas = [{"w": torch.randn(3, dtype=torch.float64)}, {"w": torch.randn(3, dtype=torch.float64)}]
+    with pytest.raises(ValueError, match="finite"):
+        compose(deltas, weights)
