@@ -733,6 +733,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _training_errors() -> tuple:
+    """``DivergenceError`` and ``ParallelTrainingError``, from their modules if a command
+    imported them (an error of a module never imported cannot occur, and importing them
+    would cost compose, forget and inspect Avalanche's start-up of several seconds)."""
+    return tuple(getattr(sys.modules[module], name) for module, name in (
+        ("avalanche_tmc.plugin", "DivergenceError"), ("avalanche_tmc.distributed", "ParallelTrainingError"))
+        if module in sys.modules)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (see :data:`EXIT_CODES`)."""
     import warnings
@@ -743,12 +752,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)  # before the heavy imports: --help and usage errors answer at once
 
     from .component_files import ComponentExistsError, ComponentFileError, IncompatibleComponentsError
-    from .distributed import ParallelTrainingError
-    from .plugin import DivergenceError
 
     failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
                 ((IncompatibleComponentsError, ComponentExistsError), EXIT_INCOMPATIBLE), (FactoryError, EXIT_FACTORY),
-                ((DivergenceError, ParallelTrainingError), EXIT_TRAINING))
+                (_training_errors, EXIT_TRAINING))
     try:
         if hasattr(args, "option"):
             both = parse_options(args.option)
@@ -763,7 +770,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_PIPE
     except Exception as error:  # noqa: BLE001  (mapped to documented exit codes)
         for kinds, code in failures:
-            if isinstance(error, kinds):
+            if isinstance(error, kinds() if callable(kinds) and not isinstance(kinds, type) else kinds):
                 print(f"avalanche-tmc {args.command}: error: {error}", file=sys.stderr)
                 return code
         traceback.print_exc()

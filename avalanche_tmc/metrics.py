@@ -16,7 +16,14 @@ loggers=...)`` to keep them with your own loggers.
 
 from typing import Any, Dict, List
 
-from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.evaluation.metrics import (
+    EpochLoss,
+    ExperienceLoss,
+    MinibatchLoss,
+    RunningEpochLoss,
+    StreamLoss,
+    accuracy_metrics,
+)
 from avalanche.evaluation.metrics import loss_metrics as avalanche_loss_metrics
 from avalanche.training.plugins.evaluation import EvaluationPlugin, default_loggers
 
@@ -26,7 +33,6 @@ LOSS_NAMES: Dict[str, str] = {"RescaledSquareLoss": "RSL", "nll_of_log_probs": "
                               "MSELoss": "MSE", "NLLLoss": "NLL"}
 """Short names of known criteria (class or function name -> name in the metric)."""
 
-_NAMED: Dict[type, type] = {}
 
 
 def loss_name(criterion: Any) -> str:
@@ -41,17 +47,22 @@ def loss_name(criterion: Any) -> str:
 
 def _named_class(cls: type) -> type:
     """``cls`` (an Avalanche loss metric) whose name starts with the loss it last averaged."""
-    if cls not in _NAMED:
-        def update(self, strategy):
-            self.loss_name = loss_name(getattr(strategy, "_criterion", None))
-            cls.update(self, strategy)
+    def update(self, strategy):
+        self.loss_name = loss_name(getattr(strategy, "_criterion", None))
+        cls.update(self, strategy)
 
-        def __str__(self):
-            return f"{getattr(self, 'loss_name', 'Loss')}_{cls.__str__(self)}"
+    def __str__(self):
+        return f"{getattr(self, 'loss_name', 'Loss')}_{cls.__str__(self)}"
 
-        _NAMED[cls] = type(f"Named{cls.__name__}", (cls,), {"update": update, "__str__": __str__,
-                                                             "__module__": __name__})
-    return _NAMED[cls]
+    return type(f"Named{cls.__name__}", (cls,), {"update": update, "__str__": __str__, "__module__": __name__,
+                                                 "__doc__": f"Avalanche's {cls.__name__}, named for its loss."})
+
+
+# One named class per Avalanche loss metric, defined here by name so that checkpoints (dill)
+# pickle them by reference.
+_NAMED: Dict[type, type] = {cls: _named_class(cls) for cls in (MinibatchLoss, EpochLoss, RunningEpochLoss,
+                                                                ExperienceLoss, StreamLoss)}
+globals().update({named.__name__: named for named in _NAMED.values()})
 
 
 def loss_metrics(*, minibatch: bool = False, epoch: bool = False, epoch_running: bool = False,
@@ -62,7 +73,7 @@ def loss_metrics(*, minibatch: bool = False, epoch: bool = False, epoch_running:
     metrics = avalanche_loss_metrics(minibatch=minibatch, epoch=epoch, epoch_running=epoch_running,
                                      experience=experience, stream=stream)
     for metric in metrics:
-        metric.__class__ = _named_class(type(metric))
+        metric.__class__ = _NAMED[type(metric)]
     return metrics
 
 

@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMCStrategy, TMEStrategy
+from avalanche_tmc import DEFAULT_LR, TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMCStrategy, TMEStrategy
 
 STRATEGIES = {"tmc": TMCStrategy, "tme": TMEStrategy, "tmc-seq": TMCSeqStrategy}
 
@@ -143,7 +143,7 @@ def run_method(
         )
     else:
         model = TangentModel(net, num_classes=10)
-        strategy = STRATEGIES[method](model=model, lr=lr or 1e-3, beta=25.0, **common)
+        strategy = STRATEGIES[method](model=model, lr=lr or DEFAULT_LR, beta=25.0, **common)
     curve = []
     for experience in benchmark.train_stream:
         strategy.train(experience)
@@ -165,7 +165,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[Tuple[str, str], float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--methods", default="naive,tmc,tme,tmc-seq")
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam lr of the tangent methods")
+    parser.add_argument("--lr", type=float, default=DEFAULT_LR, help="Adam lr of the tangent methods")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="class-IL and/or task-IL")
     parser.add_argument("--experiences", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)

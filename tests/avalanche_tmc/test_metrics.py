@@ -1,0 +1,86 @@
+"""Loss names (issue 19, item 7) and the one default learning rate of the tangent family
+(item 4): TMC's logged loss is the RSL and says so, TME's evaluation loss is the NLL of its
+ensemble and says so, both recomputed by hand; the default learning rate is the same in the
+strategies, the command line, the first-session adaptation and the README's examples."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from avalanche.evaluation.metrics import accuracy_metrics
+from avalanche.training.plugins import EvaluationPlugin
+
+from avalanche_tmc import DEFAULT_LR, RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
+from avalanche_tmc.adaptation import Adaptation
+from avalanche_tmc.cli import build_parser
+from avalanche_tmc.ensemble import nll_of_log_probs
+from avalanche_tmc.metrics import loss_metrics
+from tests.helpers import TinyResNet, small_benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(strategy_class):
+    torch.manual_seed(0)
+    bm = small_benchmark(n_experiences=2)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=4)
+    evaluator = EvaluationPlugin(accuracy_metrics(stream=True), loss_metrics(epoch=True, stream=True), loggers=[])
+    strategy = strategy_class(model=model, lr=1e-2, train_mb_size=8, evaluator=evaluator)
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    return strategy, bm, strategy.eval(bm.test_stream)
+
+
+def _stream(bm):
+    xs, ys = zip(*[(x, y) for exp in bm.test_stream for x, y, *_ in [exp.dataset[i] for i in range(len(exp.dataset))]])
+    return torch.stack(xs), torch.tensor(ys)
+
+
+def test_loss_name_of_known_and_unknown_criteria():
+    assert loss_name(RescaledSquareLoss()) == "RSL"
+    assert loss_name(nll_of_log_probs) == "NLL"
+    assert loss_name(torch.nn.CrossEntropyLoss()) == "CE"
+    assert loss_name(torch.nn.SmoothL1Loss()) == "SmoothL1Loss"
+
+    class Custom:
+        loss_name = "focal"
+
+    assert loss_name(Custom()) == "focal"
+
+
+def test_tmc_logs_the_rsl_and_tme_the_nll_under_their_names():
+    tmc, bm, tmc_results = _run(TMCStrategy)
+    tme, _, tme_results = _run(TMEStrategy)
+    assert any(k.startswith("RSL_Loss_Epoch/train_phase/") for k in tmc_results)
+    assert any(k.startswith("RSL_Loss_Epoch/train_phase/") for k in tme_results)  # TME trains on the RSL too
+    assert not any(k.startswith("Loss_") for k in [*tmc_results, *tme_results])
+    x, y = _stream(bm)
+    with torch.no_grad():
+        rsl = float(RescaledSquareLoss(beta=25.0)(tmc.model.eval()(x), y))
+    assert tmc_results["RSL_Loss_Stream/eval_phase/test_stream/Task000"] == pytest.approx(rsl, rel=1e-4)
+    key = "NLL_Loss_Stream/eval_phase/test_stream/Task000"
+    assert key in tme_results and "RSL_Loss_Stream/eval_phase/test_stream/Task000" not in tme_results
+    # the NLL of the softmax ensemble is a few nats; the RSL of the same network is tens
+    assert 0 < tme_results[key] < 10 < tmc_results["RSL_Loss_Stream/eval_phase/test_stream/Task000"]
+
+
+def test_the_default_evaluator_names_the_losses():
+    torch.manual_seed(0)
+    strategy = TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=4))
+    names = [str(m) for m in strategy.evaluator.metrics]
+    assert "RSL_Loss_Epoch" not in names  # named once a value was averaged: the class says so
+    assert {type(m).__name__ for m in strategy.evaluator.metrics} >= {"NamedEpochLoss", "NamedStreamLoss"}
+
+
+def test_one_default_learning_rate_for_the_tangent_family():
+    assert DEFAULT_LR == 1e-2
+    torch.manual_seed(0)
+    strategy = TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=4), evaluator=None)
+    assert strategy.optimizer.param_groups[0]["lr"] == DEFAULT_LR
+    args = build_parser().parse_args(["train-component", "--experience", "0", "--out", "x"])
+    assert args.lr == DEFAULT_LR
+    assert Adaptation().lr == DEFAULT_LR
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(r"Strategy\((?:[^()]|\([^()]*\))*?\blr=([0-9.e-]+)", readme)
+    assert examples and all(float(v) == DEFAULT_LR for v in examples), examples
