@@ -36,6 +36,7 @@ trains a poisoned δ on purpose. Files are written atomically (a temporary file 
 place in one step), exclusively when not overwriting (:class:`ComponentExistsError`).
 """
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -804,14 +805,27 @@ def compose_components(components: Iterable[Component]) -> Component:
     _check_distinct(components)
     additive = _additive(first.payload)
     for component in components:
-        if component.kind == "component":
-            additive.add(component.experience, component.tensors, component.weight)
-        elif component.members:
-            additive.merge(_as_additive(component).weights, component.tensors, checksums=_as_additive(
-                component).checksums)
+        with _numbers_of(component):
+            if component.kind == "component":
+                additive.add(component.experience, component.tensors, component.weight)
+            elif component.members:
+                part = _as_additive(component)
+                additive.merge(part.weights, component.tensors, checksums=part.checksums)
     if not len(additive):  # only empty compositions
         return replace(first, members=[], path=None)
     return _from_additive(additive, [m for c in components for m in c.members], first)
+
+
+@contextlib.contextmanager
+def _numbers_of(component: Component):
+    """Arithmetic that overflows (a sum or a total weight that is no longer finite) is a
+    combination that does not work: :class:`IncompatibleComponentsError`, naming the file."""
+    try:
+        yield
+    except IncompatibleComponentsError:
+        raise
+    except ValueError as error:
+        raise IncompatibleComponentsError(f"{component.name()} cannot be combined: {error}") from None
 
 
 def forget_component(composition: Component, component: Component) -> Component:
@@ -839,8 +853,9 @@ def forget_component(composition: Component, component: Component) -> Component:
         raise IncompatibleComponentsError(
             f"{component.name()} is not the component composed for experience {component.experience} in "
             f"{composition.name()} (its {what} differs): subtracting it would leave a wrong composition.")
-    additive = _as_additive(composition)
-    additive.forget(component.experience, component.tensors)
+    with _numbers_of(component):
+        additive = _as_additive(composition)
+        additive.forget(component.experience, component.tensors)
     members = composition.members[:index] + composition.members[index + 1:]
     return replace(_from_additive(additive, members, composition), settings=dict(composition.settings))
 
@@ -853,7 +868,12 @@ def composed_delta(composition: Component) -> Delta:
         return OrderedDict((n, t.clone()) for n, t in composition.tensors.items())
     if composition.weight <= 0:
         return OrderedDict((n, torch.zeros_like(t)) for n, t in composition.tensors.items())
-    return OrderedDict((n, t * (1.0 / composition.weight)) for n, t in composition.tensors.items())
+    delta = OrderedDict((n, t * (1.0 / composition.weight)) for n, t in composition.tensors.items())
+    bad = [n for n, t in delta.items() if not bool(torch.isfinite(t).all())]
+    if bad:
+        raise IncompatibleComponentsError(f"{composition.name()}: δ = S / W is not finite (W = "
+                                          f"{composition.weight:g}, in {bad[:5]}): it makes no model.")
+    return delta
 
 
 def _clean(value):

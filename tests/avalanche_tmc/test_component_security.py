@@ -375,3 +375,19 @@ def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
         left += len([n for n in os.listdir(tmp_path) if n.endswith(".tmp")])
     cf.save_component(cf.Component("composition", "delta", {"x": torch.zeros(3)}, 0.0, [], {}), str(path))
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == [], left
+
+
+def test_valid_files_whose_numbers_overflow_do_not_combine(model, tmp_path):
+    """Well-formed files can still overflow when combined: refused as not combining (CLI exit 4), not a crash."""
+    huge = {n: torch.full_like(t, 3e38) for n, t in random_delta(model).items()}
+    a = cf.tangent_component(model, huge, 0)
+    b = cf.tangent_component(model, {n: t * 0.999 for n, t in huge.items()}, 1)
+    with pytest.raises(cf.IncompatibleComponentsError, match="not finite"):
+        cf.compose_components([a, b])
+    composition = cf.compose_components([cf.tangent_component(model, random_delta(model), 2)])
+    composition.weight = 1e-300  # W of members of tiny weights: δ = S / W overflows
+    with pytest.raises(cf.IncompatibleComponentsError, match="not finite"):
+        cf.composed_delta(composition)
+    heavy = cf.tangent_component(model, random_delta(model, seed=1), 3, weight=1e308)
+    with pytest.raises(cf.IncompatibleComponentsError, match="infinite|not finite"):
+        cf.compose_components([heavy, cf.tangent_component(model, random_delta(model, seed=2), 4, weight=1e308)])
