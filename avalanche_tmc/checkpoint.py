@@ -163,6 +163,9 @@ def maybe_load_checkpoint(strategy, path: str, map_location=None):
 
     if not os.path.exists(path):
         return strategy, 0
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: not a regular file (a FIFO, a device or a directory). The strategy was left "
+                              "as it was.")
     enable_dill_checkpoints()
     expected = checkpoint_identity(strategy)
     before = dict(strategy.__dict__)
@@ -247,16 +250,24 @@ def load_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) ->
     from safetensors import SafetensorError
     from safetensors.torch import load
 
-    from .component_files import _metadata_sha256, _signature, content_sha256, resolve_key
+    from .component_files import (
+        ComponentFileError,
+        _metadata_sha256,
+        _read_regular_file,
+        _signature,
+        content_sha256,
+        resolve_key,
+    )
 
     key = resolve_key(key)
     try:
-        with open(path, "rb") as f:
+        f, _ = _read_regular_file(path)
+        with f:
             data = f.read()
         length = int.from_bytes(data[:8], "little")
         metadata = json.loads(data[8:8 + length])["__metadata__"]
         tensors = load(data)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError, SafetensorError) as error:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, SafetensorError, ComponentFileError) as error:
         raise CheckpointError(f"{path}: cannot be read as a learned-state file ({type(error).__name__}: {error}).") \
             from None
     if not isinstance(metadata, dict) or metadata.get("format") != LEARNED_FORMAT:

@@ -152,3 +152,12 @@ def test_a_crafted_file_never_runs_code_through_load_learned(tmp_path):
     with pytest.raises(CheckpointError):
         load_learned(_strategy(), str(crafted))
     assert not marker.exists()
+
+
+def test_fifos_are_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "ckpt"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointError, match="regular file"):
+        maybe_load_checkpoint(_strategy(), str(fifo))
+    with pytest.raises(CheckpointError, match="regular file"):
+        load_learned(_strategy(), str(fifo))
