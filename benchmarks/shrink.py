@@ -1,0 +1,128 @@
+"""Convolutions cut down to the kernel taps that can reach a fixed-size input.
+
+What it is for: the offline benchmarks train the top of a network on cached features of
+one fixed size, where late feature maps are 2x2 or 1x1. A 5x5 depthwise convolution on a
+1x1 map (padding 2) only ever multiplies the input by its centre tap; the other 24 taps
+see zero padding, never change an output and get exactly zero gradient. oneDNN still
+does the whole 5x5 work, and its backward on such maps is the largest cost of a training
+step of the main job (45% of it).
+
+:func:`shrink_convolutions` replaces each such convolution by a plain ``nn.Conv2d`` over
+the taps that can touch the input (weights copied from the original), with the padding
+adjusted so that every output is the same. For inputs of that size the network computes
+the same function, and every optimizer (SGD with momentum, Adam, EWC's penalty, tangent
+parameters) leaves the dropped taps where they were anyway: training is the same
+arithmetic, minus the work on zeros (float rounding aside). Each replacement is checked
+on the example input and kept only if the outputs agree. A network shrunk this way only
+accepts inputs of the example's spatial size.
+"""
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["used_taps", "shrink_convolutions"]
+
+
+def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> Tuple[int, int]:
+    """TensorFlow "same" padding (before, after) of one axis, as timm's ``Conv2dSame`` pads."""
+    total = max((-(-size // stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def used_taps(size: int, kernel: int, stride: int, dilation: int, pad_before: int,
+              outputs: int) -> Optional[Tuple[int, int]]:
+    """``(first, last)`` kernel tap of one axis that reads a real input element for some
+    output (tap ``i`` of output ``o`` reads element ``o * stride + i * dilation -
+    pad_before``); None when no tap does."""
+    taps = [i for i in range(kernel)
+            if any(0 <= o * stride + i * dilation - pad_before < size for o in range(outputs))]
+    return (taps[0], taps[-1]) if taps else None
+
+
+def _conv_inputs(net: nn.Module, example: Tensor) -> Dict[nn.Module, Tensor]:
+    """The input each convolution of ``net`` gets from ``example`` (in eval mode, so
+    BatchNorm statistics are left as they are)."""
+    inputs: Dict[nn.Module, Tensor] = {}
+
+    def record(module: nn.Module, args) -> None:
+        inputs.setdefault(module, args[0].detach())
+
+    hooks = [m.register_forward_pre_hook(record) for m in net.modules() if isinstance(m, nn.Conv2d)]
+    training = net.training
+    try:
+        with torch.no_grad():
+            net.eval()(example)
+    finally:
+        net.train(training)
+        for hook in hooks:
+            hook.remove()
+    return inputs
+
+
+def _is_same_padded(conv: nn.Conv2d) -> bool:
+    """timm's ``Conv2dSame`` (padding computed from the input size in forward)."""
+    return type(conv).__name__ == "Conv2dSame"
+
+
+def _shrunk(conv: nn.Conv2d, size: Tuple[int, int]) -> Optional[nn.Conv2d]:
+    """The smaller convolution equal to ``conv`` on inputs of spatial ``size``, or None
+    when nothing can be dropped (or the result would need asymmetric padding)."""
+    if type(conv) is not nn.Conv2d and not _is_same_padded(conv) or conv.padding_mode != "zeros":
+        return None
+    if isinstance(conv.padding, str):
+        return None
+    crops, paddings = [], []
+    for axis in range(2):
+        k, s, d, n = conv.kernel_size[axis], conv.stride[axis], conv.dilation[axis], size[axis]
+        before, after = _same_padding(n, k, s, d) if _is_same_padded(conv) else (conv.padding[axis],) * 2
+        outputs = (n + before + after - (k - 1) * d - 1) // s + 1
+        taps = used_taps(n, k, s, d, before, outputs)
+        if taps is None:
+            return None
+        first, last = taps
+        pad = before - first * d
+        new_k = last - first + 1
+        if pad < 0 or (n + 2 * pad - (new_k - 1) * d - 1) // s + 1 != outputs:
+            return None
+        crops.append((first, last + 1))
+        paddings.append(pad)
+    if all(b - a == k for (a, b), k in zip(crops, conv.kernel_size)):
+        return None  # every tap is used
+    (r0, r1), (c0, c1) = crops
+    small = nn.Conv2d(conv.in_channels, conv.out_channels, (r1 - r0, c1 - c0), stride=conv.stride,
+                      padding=tuple(paddings), dilation=conv.dilation, groups=conv.groups,
+                      bias=conv.bias is not None).to(device=conv.weight.device, dtype=conv.weight.dtype)
+    with torch.no_grad():
+        small.weight.copy_(conv.weight[:, :, r0:r1, c0:c1])
+        if conv.bias is not None:
+            small.bias.copy_(conv.bias)
+    small.requires_grad_(conv.weight.requires_grad)
+    return small.to(memory_format=torch.channels_last) if conv.weight.is_contiguous(
+        memory_format=torch.channels_last) and not conv.weight.is_contiguous() else small
+
+
+def shrink_convolutions(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
+    """Replace, in place, every convolution of ``net`` whose kernel reaches past inputs of
+    ``example``'s size by the smaller equivalent one; returns the names replaced. Each
+    replacement is checked on ``example`` (module output within ``atol``, relative to its
+    scale) and undone otherwise."""
+    inputs = _conv_inputs(net, example)
+    replaced = []
+    for name, conv in list(net.named_modules()):
+        if conv not in inputs:
+            continue
+        small = _shrunk(conv, tuple(inputs[conv].shape[2:]))
+        if small is None:
+            continue
+        with torch.no_grad():
+            x = inputs[conv]
+            expected, got = conv(x), small(x)
+        scale = float(expected.abs().max()) + 1.0
+        if got.shape != expected.shape or float((got - expected).abs().max()) > atol * scale:
+            continue
+        parent_name, _, child = name.rpartition(".")
+        setattr(net.get_submodule(parent_name) if parent_name else net, child, small)
+        replaced.append(name)
+    return replaced

