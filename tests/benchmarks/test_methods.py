@@ -27,7 +27,8 @@ from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 
 TABLE_ORDER = ("tmc", "tme", "tmc-seq", "tmc-fc", "tmc-alt-beta", "soup", "ens-l", "ens-sm", "slda", "ncm",
-               "ranpac", "stats-ridge", "ranpac-layer", "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
+               "ranpac", "stats-ridge", "ranpac-layer", "adapt-ridge", "naive", "er", "lwf", "ewc", "der", "joint",
+               "joint-tangent")
 
 
 def test_table_order_and_joint_rows():
