@@ -411,6 +411,30 @@ def _remove_stale_temporaries(directory: str, base: str) -> None:
                 pass
 
 
+def _link_exclusively(tmp: str, path: str, data: bytes) -> None:
+    """Put the complete file ``tmp`` at ``path`` unless ``path`` exists, in one step (a hard
+    link); where the file system has no hard links, create ``path`` exclusively and write it."""
+    exists = ComponentExistsError(f"{path} exists (another process may have written it meanwhile); nothing was "
+                                  "written. Pass overwrite=True (--overwrite) to replace it.")
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise exists from None
+    except OSError:  # no hard links here (some network or FUSE file systems)
+        pass
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise exists from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BaseException:
+        os.remove(path)
+        raise
+
+
 def save_component(component: Component, path: str, *, overwrite: bool = True,
                    key: Union[None, bytes, str] = None) -> str:
     """Write ``component`` (or a composition) to ``path``; returns ``path``.
@@ -452,12 +476,7 @@ def save_component(component: Component, path: str, *, overwrite: bool = True,
         if overwrite:
             os.replace(tmp, path)
         else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise ComponentExistsError(f"{path} exists (another process may have written it meanwhile); "
-                                           "nothing was written. Pass overwrite=True (--overwrite) to replace it.") \
-                    from None
+            _link_exclusively(tmp, path, data)
     finally:
         if os.path.lexists(tmp):
             os.remove(tmp)

@@ -391,3 +391,17 @@ def test_valid_files_whose_numbers_overflow_do_not_combine(model, tmp_path):
     heavy = cf.tangent_component(model, random_delta(model, seed=1), 3, weight=1e308)
     with pytest.raises(cf.IncompatibleComponentsError, match="infinite|not finite"):
         cf.compose_components([heavy, cf.tangent_component(model, random_delta(model, seed=2), 4, weight=1e308)])
+
+
+def test_exclusive_writes_without_hard_links(files, tmp_path, monkeypatch):
+    def no_links(*args):
+        raise PermissionError("hard links are not supported here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    component = cf.load_component(files[0])
+    out = str(tmp_path / "out.safetensors")
+    cf.save_component(component, out, overwrite=False)
+    with pytest.raises(cf.ComponentExistsError):
+        cf.save_component(component, out, overwrite=False)
+    assert cf.load_component(out).sha256 == component.sha256
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
