@@ -145,28 +145,20 @@ def test_forget_with_component_dir_removes_the_file(bm, tmp_path):
     assert rebuilt.tangent_plugin.composition.keys == [0]
 
 
-def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path):
-    """Issue 21: keep_components=False, forget(2, delta=δ_0) was accepted."""
-    strategy = _train(tmc(keep_components=False, component_dir=str(tmp_path)), bm.train_stream[:3])
+@pytest.mark.parametrize("trained_by", ["train", "train_parallel"])
+def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trained_by):
+    """Issue 21: keep_components=False, forget(2, delta=δ_0) was accepted. Members merged by
+    train_parallel keep their checksums too."""
+    strategy = tmc(keep_components=False, component_dir=str(tmp_path))
+    if trained_by == "train":
+        _train(strategy, bm.train_stream[:3])
+    else:
+        train_parallel(strategy, bm.train_stream[:3], seed=100)
     files = {c.experience: c for c in cf.load_components(str(tmp_path))}
+    assert strategy.learned().keys == [0, 1, 2] and set(files) == {0, 1, 2}
     with pytest.raises(ValueError, match="checksum differs"):
         strategy.forget(2, files[0].tensors)
     strategy.forget(2, files[2].tensors)
     expected = cf.composed_delta(cf.compose_components([files[0], files[1]]))
-    for name, value in expected.items():
-        assert torch.allclose(strategy.composed_delta[name], value, rtol=1e-5, atol=1e-7)
-
-
-def test_members_merged_by_train_parallel_are_forgotten_like_trained_ones(bm, tmp_path):
-    """Without kept components, train_parallel's merged members keep their checksums: forget
-    needs the very δ back, as for a sequential strategy."""
-    strategy = tmc(keep_components=False, component_dir=str(tmp_path))
-    train_parallel(strategy, bm.train_stream[:3], seed=100)
-    files = {c.experience: c for c in cf.load_components(str(tmp_path))}
-    assert strategy.learned().keys == [0, 1, 2] and set(files) == {0, 1, 2}
-    with pytest.raises(ValueError, match="checksum differs"):
-        strategy.forget(1, files[0].tensors)
-    strategy.forget(1, files[1].tensors)
-    expected = cf.composed_delta(cf.compose_components([files[0], files[2]]))
     for name, value in expected.items():
         assert torch.allclose(strategy.composed_delta[name], value, rtol=1e-5, atol=1e-7)
