@@ -11,6 +11,7 @@ This module imports torch only; it knows nothing of Avalanche.
 """
 
 import hashlib
+import warnings
 from collections import OrderedDict
 from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
@@ -328,6 +329,8 @@ class TangentModel(nn.Module):
         if self.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         names = self.linearized_names
+        if self._plan is not None and not getattr(self, "_hooks_warned", False):
+            self._warn_if_hooked()
         # The fused attention kernels have no forward-mode derivative; the math one does.
         with sdpa_kernel([SDPBackend.MATH]):
             if self._plan is not None:
@@ -342,6 +345,21 @@ class TangentModel(nn.Module):
                 f"TangentModel needs a model that returns one tensor of logits, got {type(output).__name__}."
             )
         return output + jvp_output
+
+    def _warn_if_hooked(self) -> None:
+        """Warn once if a module of the wrapped network has a forward (pre-)hook: the fast
+        path runs the traced graph's operations, not the modules, so those hooks do not fire
+        there (they do on the generic path, which calls the modules)."""
+        hooked = [name or type(self.model).__name__ for name, m in self.model.named_modules()
+                  if m._forward_hooks or m._forward_pre_hooks]
+        if hooked:
+            self._hooks_warned = True
+            warnings.warn(
+                f"Forward hooks on the wrapped network's modules ({', '.join(hooked[:3])}"
+                f"{', ...' if len(hooked) > 3 else ''}) do not fire on TangentModel's fast path, which runs the "
+                "traced graph instead of the modules. To have them fire, use implementation='generic' (or "
+                "tm.use_implementation('generic'): the same numbers, about half the speed), or hook the "
+                "TangentModel itself. This warning is shown once per model.", UserWarning, stacklevel=3)
 
     @torch.no_grad()
     def base_forward(self, x: Tensor) -> Tensor:

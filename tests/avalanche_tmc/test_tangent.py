@@ -1,6 +1,7 @@
 """TangentModel against independent computations of f_w and J·δ."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -165,3 +166,33 @@ def test_model_without_linear_head_needs_an_explicit_head_only_when_one_is_used(
         TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)), linearize="head")
     features = TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten()))
     assert features(torch.randn(1, 1, 4, 4)).shape == (1, 8)
+
+
+def test_forward_hooks_fire_on_the_generic_path_and_the_fast_path_warns_once():
+    """A hook on a module of the wrapped network: the generic path calls the module, so the
+    hook fires (on the primal/dual tensors); the fast path runs the traced graph, so it does
+    not, and TangentModel says so once, naming the hooked module and the way out."""
+    torch.manual_seed(0)
+    calls = []
+    net = TinyResNet(num_classes=3)
+    net.stem.register_forward_hook(lambda module, inputs, output: calls.append(output.shape))
+    x = torch.randn(2, 1, 8, 8)
+    generic = TangentModel(copy.deepcopy(net), implementation="generic")
+    generic(x)
+    assert calls == [torch.Size([2, 4, 8, 8])]
+    fast = TangentModel(net, implementation="fast")
+    calls.clear()  # (tracing the network called the hook once, on fx proxies)
+    with pytest.warns(UserWarning, match=r"\(stem\) do not fire on TangentModel's fast path.*implementation='generic'"):
+        out = fast(x)
+    assert calls == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast(x)  # once per model
+    torch.testing.assert_close(out, generic(x))  # the same numbers either way
+    calls.clear()
+    fast.use_implementation("generic")(x)
+    assert len(calls) == 1
+    unhooked = TangentModel(TinyResNet(num_classes=3), implementation="fast")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unhooked(x)  # no hook, no warning
