@@ -41,7 +41,8 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "method_info", "cost_class", "order_methods", "run_key", "list_runs", "run_label",
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
-    "write_report", "accuracy_spread", "seed_count", "readme_block", "update_readme", "main",
+    "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
+    "generated_block", "update_readme", "main",
 ]
 
 Row = Mapping[str, object]
@@ -534,9 +535,46 @@ def readme_block(rows: Sequence[Row]) -> str:
     return markdown_table(rows) + ("\n" + verdicts if verdicts else "")
 
 
-def update_readme(readme: PathLike, csv_path: str, rows: Sequence[Row], check: bool = False) -> bool:
+def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
+    """Trials written by :func:`write_tuning_csv` (as strings)."""
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def tuning_table(trials: Sequence[Row]) -> str:
+    """The chosen learning rate and epochs of each tuning unit per run, with its validation
+    accuracy, the best and worst trial of the unit, and whether the choice is on the edge
+    of the grid."""
+    lines = [_md_row(["Run", "Unit", "Learning rate", "Epochs", "Validation", "Unit's trials (worst–best)",
+                      "On the grid's edge"]), _md_row(["---", "---", "---:", "---:", "---:", "---", "---"])]
+    for t in trials:
+        if t["chosen"] != "yes":
+            continue
+        run = (str(t["dataset"]), str(t["scenario"]), int(t["tasks"]), str(t["regime"]))  # type: ignore[arg-type]
+        scores = [float(u["validation_accuracy"]) for u in trials  # type: ignore[arg-type]
+                  if (u["dataset"], u["scenario"], u["regime"], u["family"]) ==
+                  (t["dataset"], t["scenario"], t["regime"], t["family"])]
+        lines.append(_md_row([run_label(run), str(t["family"]), f"{float(t['lr']):g}", str(t["epochs"]),  # type: ignore[arg-type]
+                              f"{100 * float(t['validation_accuracy']):.1f}",  # type: ignore[arg-type]
+                              f"{100 * min(scores):.1f}–{100 * max(scores):.1f} ({len(scores)})",
+                              str(t.get("edge") or "no")]))
+    return "\n".join(lines) + "\n"
+
+
+def generated_block(path: PathLike) -> str:
+    """What README.md shows of a committed file: :func:`readme_block` of a results CSV, or
+    :func:`tuning_table` of a tuning CSV."""
+    return tuning_table(read_tuning_csv(path)) if _is_tuning_file(path) else readme_block(read_csv(path))
+
+
+def _is_tuning_file(path: PathLike) -> bool:
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        return "validation_accuracy" in f.readline()
+
+
+def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = False) -> bool:
     """Rewrite the block of ``readme`` generated from ``csv_path`` (its path as written in
-    the marker, relative to the README) with :func:`readme_block` of ``rows``; with
+    the marker, relative to the README) with ``block`` (:func:`generated_block`); with
     ``check``, only say whether it is up to date. Returns whether the block was already
     up to date. A README without the block's markers is an error."""
     readme = Path(readme)
@@ -547,7 +585,7 @@ def update_readme(readme: PathLike, csv_path: str, rows: Sequence[Row], check: b
     if start < 0 or end < 0:
         raise ValueError(f"{readme} has no block generated from {csv_path}: add the lines\n{begin}\n{GENERATED_END}\n"
                          "where the table goes, then run the command again.")
-    new = text[:start] + begin + "\n\n" + readme_block(rows) + "\n" + text[end:]
+    new = text[:start] + begin + "\n\n" + block + "\n" + text[end:]
     if new == text or check:
         return new == text
     with atomic_path(readme) as tmp:
@@ -564,14 +602,17 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
                         help="also rewrite this README's block generated from CSV (path as written in its marker: "
                              "relative to the README's folder)")
     args = parser.parse_args(argv)
-    rows = read_csv(args.csv)
-    paths = write_report(rows, args.csv.parent, include_csv=False)
-    print(markdown_table(rows))
+    block = generated_block(args.csv)
+    paths: Dict[str, Path] = {}
+    if not _is_tuning_file(args.csv):
+        rows = read_csv(args.csv)
+        paths = write_report(rows, args.csv.parent, include_csv=False)
+    print(block)
     for key, path in paths.items():
         print(f"{key}: {path}")
     if args.readme is not None:
         relative = os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)
-        update_readme(args.readme, relative, rows)
+        update_readme(args.readme, relative, block)
         print(f"readme: {args.readme} (block generated from {relative})")
     return paths
 

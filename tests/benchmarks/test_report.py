@@ -223,11 +223,25 @@ def test_readme_block_is_rewritten_from_its_results_file_and_checked(tmp_path):
     readme = tmp_path / "README.md"
     begin = ("<!-- generated from results/r.csv by: python -m benchmarks.report results/r.csv --readme README.md -->")
     readme.write_text(f"# x\n\n{begin}\nstale 12.3\n{report.GENERATED_END}\n\nafter\n")
-    assert report.update_readme(readme, "results/r.csv", rows, check=True) is False
-    report.update_readme(readme, "results/r.csv", rows)
+    (tmp_path / "results").mkdir()
+    report.write_csv(rows, tmp_path / "results" / "r.csv")
+    block = report.generated_block(tmp_path / "results" / "r.csv")
+    assert block == report.readme_block(report.read_csv(tmp_path / "results" / "r.csv"))
+    assert report.update_readme(readme, "results/r.csv", block, check=True) is False
+    report.main([str(tmp_path / "results" / "r.csv"), "--readme", str(readme)])  # the README's command
     text = readme.read_text()
     assert "stale" not in text and "41.0 ± 4.6" in text and text.endswith(f"{report.GENERATED_END}\n\nafter\n")
-    assert report.update_readme(readme, "results/r.csv", rows, check=True) is True
-    assert report.update_readme(readme, "results/r.csv", _seed_rows([0.40, 0.46, 0.38]), check=True) is False
+    assert report.update_readme(readme, "results/r.csv", block, check=True) is True
+    other = report.readme_block(_seed_rows([0.40, 0.46, 0.38]))
+    assert report.update_readme(readme, "results/r.csv", other, check=True) is False
     with pytest.raises(ValueError, match="no block generated from results/other.csv"):
-        report.update_readme(readme, "results/other.csv", rows)
+        report.update_readme(readme, "results/other.csv", block)
+
+
+def test_tuning_table_shows_each_choice_its_spread_and_the_edge_flag(tmp_path):
+    trials = [dict(dataset="d", scenario="class", tasks=2, regime="from b", family="tangent", lr=lr, epochs=e,
+                   validation_accuracy=acc, chosen=chosen, edge=edge, rows="")
+              for lr, e, acc, chosen, edge in ((1e-3, 5, 0.40, "no", ""), (1e-2, 20, 0.55, "yes", "largest epochs"))]
+    report.write_tuning_csv(trials, tmp_path / "tuning.csv")
+    table = report.generated_block(tmp_path / "tuning.csv")
+    assert "| C-d (2 tasks, from b) | tangent | 0.01 | 20 | 55.0 | 40.0–55.0 (2) | largest epochs |" in table
