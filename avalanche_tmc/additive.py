@@ -11,10 +11,10 @@ statistics (``S = Σ stats_i``, already sums over samples, weight = sample count
 contributions are added in the same order.
 
 A contribution is a mapping name -> tensor. ``scaled=True`` adds ``w_i · x_i`` (tangent
-components), ``scaled=False`` adds ``x_i`` itself (statistics). Each member also keeps a
-checksum (:func:`tensors_sha256` of its tensors as added), so a contribution handed back
-to :meth:`AdditiveComposition.forget` must be the very one that was added, even when the
-composition keeps no copy of it (O(1) memory).
+components), ``scaled=False`` adds ``x_i`` itself (statistics). A composition that keeps
+no copy of its members (O(1) memory) keeps each one's checksum (:func:`tensors_sha256` of
+its tensors as added), so a contribution handed back to :meth:`AdditiveComposition.forget`
+must be the very one that was added.
 """
 
 import copy
@@ -104,8 +104,10 @@ class AdditiveComposition:
 
     @property
     def checksums(self) -> Dict[Hashable, str]:
-        """Key -> :func:`tensors_sha256` of the member's tensors as added."""
-        return dict(self._checksums)
+        """Key -> :func:`tensors_sha256` of the member's tensors as added (computed when
+        asked for a kept member: only a composition that keeps no members stores them)."""
+        return {key: self._checksums[key] if key in self._checksums else tensors_sha256(self._components[key])
+                for key in self._weights}
 
     @property
     def components(self) -> "OrderedDict[Hashable, Dict[str, Tensor]]":
@@ -187,9 +189,10 @@ class AdditiveComposition:
             raise
         self._sum, self._total_weight = new_sum, total
         self._weights[key] = weight
-        self._checksums[key] = tensors_sha256(tensors)
         if self.keep_components:
             self._components[key] = OrderedDict((n, t.clone()) for n, t in tensors.items())
+        else:
+            self._checksums[key] = tensors_sha256(tensors)
 
     def merge(self, weights: Mapping[Hashable, float], total: Mapping[str, Tensor],
               components: Optional[Mapping[Hashable, Mapping[str, Tensor]]] = None,
@@ -212,7 +215,7 @@ class AdditiveComposition:
         if not math.isfinite(new_total):
             raise ValueError("Merging makes the total weight infinite: the composed model would be zero.")
         sums = OrderedDict()
-        for key in weights:
+        for key in [] if self.keep_components else weights:
             if checksums is not None and key in checksums:
                 sums[key] = str(checksums[key])
             elif components is not None and key in components:
