@@ -43,6 +43,7 @@ import json
 import math
 import numbers
 import os
+import re
 import secrets
 import socket
 import stat
@@ -508,7 +509,7 @@ def _layout(header: Mapping[str, Any], path: str) -> Dict[str, Any]:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        if not isinstance(entry, dict) or entry.get("dtype") not in _DTYPES:
+        if not isinstance(entry, dict) or not isinstance(entry.get("dtype"), str) or entry["dtype"] not in _DTYPES:
             raise _refuse(path, f"tensor {_clean(name)!r} has no known dtype")
         shape, offsets = entry.get("shape"), entry.get("data_offsets")
         if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)
@@ -583,7 +584,8 @@ def _check_members(members: List[Any], path: str) -> None:
             raise _refuse(path, "a member's sha256 is not a SHA-256")
         classes = member["classes"]
         if not isinstance(classes, dict) or not all(
-                isinstance(t, str) and t.lstrip("-").isdigit() and isinstance(c, list) and all(_is_int(x) for x in c)
+                isinstance(t, str) and re.fullmatch(r"-?[0-9]{1,9}", t) and isinstance(c, list)
+                and all(_is_int(x) for x in c)
                 for t, c in classes.items()):
             raise _refuse(path, "a member's classes are not task label -> list of integers")
 
@@ -655,7 +657,7 @@ def _check_metadata(metadata: Mapping[str, str], path: str, key: Optional[bytes]
     if metadata.get("format") != FORMAT:
         raise _refuse(path, f"its format is {_clean(repr(metadata.get('format')))}, not {FORMAT!r}")
     version = metadata.get("format_version", "")
-    if not version.isdigit():
+    if not re.fullmatch(r"[0-9]{1,6}", version):
         raise _refuse(path, "its format_version is not a number")
     if int(version) > FORMAT_VERSION:
         raise _refuse(path, f"it is format version {int(version)}; this avalanche-tmc reads up to {FORMAT_VERSION} "

@@ -278,11 +278,21 @@ def test_malformed_files_give_component_file_errors(files, tmp_path):
     for edit, why in ((_set(["base", "linearized"], 5), "linearized"),
                       (_set(["members", 0, "classes"], {"a": [1]}), "classes"),
                       (_set(["members", 0, "classes"], {"0": ["x"]}), "classes"),
+                      (_set(["members", 0, "classes"], {"\u00b2": [1]}), "classes"),
+                      (_set(["format_version"], "\u00b2"), "format_version"),
                       (_set(["members"], "[" * 100000), "members"),
                       (_set(["base", "head_size"], "4"), "head size")):
         crafted = _craft(files[0], tmp_path / "bad.safetensors", edit, rehash=True)
-        with pytest.raises(cf.ComponentFileError):
+        with pytest.raises(cf.ComponentFileError, match=why):
             cf.load_component(crafted)
+    # a tensor entry whose dtype is not a string
+    data = open(files[0], "rb").read()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    header["fc.weight"]["dtype"] = ["F32"]
+    raw = json.dumps(header).encode()
+    with pytest.raises(cf.ComponentFileError, match="dtype"):
+        cf.load_component(_header_file(tmp_path / "dtype.safetensors", raw, data[8 + length:]))
     # a member list nested beyond the recursion limit, inside a metadata string
     metadata, tensors = _parts(files[0])
     metadata["members"] = "[" * 100000 + "]" * 100000
