@@ -42,7 +42,7 @@ __all__ = [
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
     "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
-    "generated_block", "update_readme", "main",
+    "generated_block", "update_readme", "timing_table", "main",
 ]
 
 Row = Mapping[str, object]
@@ -311,6 +311,32 @@ def regime_tables(rows: Sequence[Row]) -> str:
     return "\n\n".join(parts) + ("\n" if parts else "")
 
 
+def timing_table(rows: Sequence[Row]) -> str:
+    """Seconds each method took per seed (training; evaluation after every experience),
+    mean over seeds, one column per run. Rows that share a training (TMC and TME, the
+    Soup/Ens rows) show the same training time."""
+    runs = list_runs(rows)
+    methods = order_methods(str(r["method"]) for r in rows)
+    train: Dict[Tuple[RunKey, str], Dict[object, float]] = defaultdict(dict)
+    evals: Dict[Tuple[RunKey, str], Dict[object, float]] = defaultdict(dict)
+    for r in rows:
+        if r["model"] != COMPOSED or r["eval_exp"] != ALL:
+            continue
+        key, seed = (run_key(r), str(r["method"])), r.get("seed", "")
+        train[key][seed] = max(train[key].get(seed, 0.0), float(r["train_seconds"]))  # type: ignore[arg-type]
+        evals[key][seed] = evals[key].get(seed, 0.0) + float(r["eval_seconds"])  # type: ignore[arg-type]
+    lines = [_md_row(["Method", *map(run_label, runs)]), _md_row(["---", *["---:"] * len(runs)])]
+    for method in methods:
+        cells = []
+        for run in runs:
+            t, e = train.get((run, method)), evals.get((run, method))
+            cells.append(MISSING if not t else
+                         f"{sum(t.values()) / len(t):.0f} / {sum(e.values()) / len(e):.0f}")  # type: ignore[union-attr]
+        lines.append(_md_row([method_info(method)[0], *cells]))
+    return ("Seconds per seed, training / evaluation (mean over seeds; one process and thread each):\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
     """Write :func:`markdown_table` to ``path``."""
     path = Path(path)
@@ -319,7 +345,7 @@ def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
     verdicts = verdict_table(rows, run_label)
     with atomic_path(path) as tmp:
         tmp.write_text(markdown_table(rows) + ("\n" + verdicts if verdicts else "")
-                       + ("\n" + regimes if regimes else ""), encoding="utf-8")
+                       + ("\n" + regimes if regimes else "") + "\n" + timing_table(rows), encoding="utf-8")
     return path
 
 

@@ -177,7 +177,7 @@ def test_write_report_files(rows, tmp_path):
     paths = write_report(rows, tmp_path / "out")
     assert set(paths) == {"csv", "markdown", "curves", "components_tmc"}
     written = paths["markdown"].read_text(encoding="utf-8")
-    assert written.startswith(markdown_table(rows)) and written == report.readme_block(rows)
+    assert written.startswith(report.readme_block(rows)) and written.endswith(report.timing_table(rows))
     assert "| TMC > Soup | +11.2 (1 seed): not resolved | not run |" in written  # one seed decides nothing
     assert read_csv(paths["csv"]) == rows
     for key in ("curves", "components_tmc"):
@@ -236,6 +236,13 @@ def test_readme_block_is_rewritten_from_its_results_file_and_checked(tmp_path):
     assert report.update_readme(readme, "results/r.csv", other, check=True) is False
     with pytest.raises(ValueError, match="no block generated from results/other.csv"):
         report.update_readme(readme, "results/other.csv", block)
+
+
+def test_timing_table_is_the_mean_over_seeds_of_each_methods_training_and_evaluation():
+    rows = _seed_rows([0.4, 0.5])
+    rows[0].update(train_seconds=10.0, eval_seconds=1.0)
+    rows[1].update(train_seconds=20.0, eval_seconds=3.0)
+    assert "| TMC | 15 / 2 |" in report.timing_table(rows)
 
 
 def test_tuning_table_shows_each_choice_its_spread_and_the_edge_flag(tmp_path):
