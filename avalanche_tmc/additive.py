@@ -309,7 +309,8 @@ class ComposableLearner:
     * :meth:`learned_settings`: what must agree between processes that compose together;
     * :meth:`installed`: after members were merged in, put the model in line and record
       each experience's classes (``classes``: key -> task label -> classes);
-    * :meth:`learned_classes`, :meth:`component_settings`: what component files record.
+    * :meth:`learned_classes`, :meth:`component_settings`: what component files record;
+    * :meth:`base_network`: the fixed pre-trained network (what checkpoints are checked against).
     """
 
     payload = ""
@@ -335,4 +336,9 @@ class ComposableLearner:
 
     def component_settings(self) -> Dict[str, Any]:
         """How the members were made, recorded in component files (mode, head, ...)."""
+        raise NotImplementedError
+
+    def base_network(self) -> "torch.nn.Module":
+        """The fixed pre-trained network the members belong to (what a checkpoint of the
+        strategy must share with the strategy it is loaded into)."""
         raise NotImplementedError

@@ -364,6 +364,12 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
     def component_settings(self) -> Dict[str, object]:
         return dict(head=self.model.head, ridge_lambda=self.ridge_lambda)
 
+    def base_network(self) -> nn.Module:
+        """The pre-trained network the statistics belong to: the frozen features (a subclass
+        that adapts them keeps the network it started from as ``network``)."""
+        network = getattr(self, "network", None)
+        return network if isinstance(network, nn.Module) else self.model.features
+
     def load_components(self, paths, *, key=None) -> List[Hashable]:
         """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
         checked against this model (feature network, head type, projection, classes)

@@ -80,17 +80,6 @@ def enable_dill_checkpoints() -> None:
             setattr(torch.optim, info.name, sys.modules[full])
 
 
-def _base_network(strategy) -> nn.Module:
-    """The fixed network a strategy's knowledge is relative to: a TangentModel's wrapped
-    network, an AnalyticClassifier's features; else the whole model."""
-    model = strategy.model
-    for name in ("model", "features"):
-        inner = getattr(model, name, None)
-        if isinstance(inner, nn.Module):
-            return inner
-    return model
-
-
 def checkpoint_identity(strategy) -> Dict[str, Any]:
     """What a checkpoint must share with the strategy it is loaded into: the strategy type,
     its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
@@ -98,12 +87,13 @@ def checkpoint_identity(strategy) -> Dict[str, Any]:
     base weights and buffers (the pre-trained point its components belong to)."""
     from .additive import ComposableLearner, tensors_sha256
 
-    net = _base_network(strategy)
+    composable = isinstance(strategy, ComposableLearner)
+    net: nn.Module = strategy.base_network() if composable else strategy.model
     layout = "\n".join(f"{name}:{type(m).__module__}.{type(m).__qualname__}" for name, m in net.named_modules())
     layout += "\n" + "\n".join(f"{n}:{tuple(t.shape)}" for n, t in net.state_dict().items())
     identity = dict(strategy=type(strategy).__qualname__,
                     architecture=hashlib.sha256(layout.encode()).hexdigest())
-    if isinstance(strategy, ComposableLearner):
+    if composable:
         identity.update(mode=strategy.component_settings().get("mode"), payload=strategy.payload,
                         base=tensors_sha256(net.state_dict()))
     return identity

@@ -159,6 +159,10 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
     def component_settings(self) -> dict:
         return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
 
+    def base_network(self) -> torch.nn.Module:
+        """The wrapped pre-trained network (its weights and buffers are the base point)."""
+        return self.model.model
+
     @property
     def components(self) -> "OrderedDict[Hashable, Delta]":
         """Experience id -> trained component δ_t."""

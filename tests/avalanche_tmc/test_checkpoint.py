@@ -161,3 +161,26 @@ def test_fifos_are_refused_without_blocking(tmp_path):
         maybe_load_checkpoint(_strategy(), str(fifo))
     with pytest.raises(CheckpointError, match="regular file"):
         load_learned(_strategy(), str(fifo))
+
+
+def test_other_strategies_are_checked_for_type_and_architecture(bm, tmp_path):
+    from avalanche.training import Naive
+
+    def naive(width=4):
+        torch.manual_seed(0)
+        net = TinyResNet(width=width, num_classes=NUM_CLASSES)
+        return Naive(model=net, optimizer=torch.optim.SGD(net.parameters(), lr=0.1), train_mb_size=8,
+                     evaluator=quiet_evaluator())
+
+    path = str(tmp_path / "naive.ckpt")
+    trained = naive()
+    trained.train(bm.train_stream[0])
+    save_checkpoint(trained, path)
+    resumed, first = maybe_load_checkpoint(naive(), path)  # trained weights differ from fresh ones: not checked
+    assert first == 1
+    assert all(torch.equal(a, b) for a, b in zip(resumed.model.state_dict().values(),
+                                                 trained.model.state_dict().values()))
+    with pytest.raises(CheckpointError, match="architecture"):
+        maybe_load_checkpoint(naive(width=8), path)
+    with pytest.raises(CheckpointError, match="strategy type"):
+        maybe_load_checkpoint(_strategy(), path)
