@@ -28,6 +28,12 @@ def tm():
 def test_every_composition_is_the_additive_class():
     assert issubclass(DeltaComposition, AdditiveComposition) and issubclass(StatisticsComposition, AdditiveComposition)
     assert issubclass(TMCStrategy, ComposableLearner) and issubclass(AnalyticHeadStrategy, ComposableLearner)
+    protocol = [n for n, v in vars(ComposableLearner).items() if callable(v) and not n.startswith("_")]
+    assert {"learned", "replace_learned", "installed", "learned_classes", "base_network"} <= set(protocol)
+    for cls in (TMCStrategy, AnalyticHeadStrategy):
+        for name in protocol:
+            if name != "check_independent":  # a no-op unless components depend on each other
+                assert getattr(cls, name) is not getattr(ComposableLearner, name), (cls.__name__, name)
 
 
 def test_weighted_sum_add_forget_merge_against_a_direct_computation(tm):
