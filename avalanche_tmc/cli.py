@@ -300,8 +300,10 @@ def _evaluator(args, rank: int = 0, world: int = 1):
     for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
         if name in names:
             _require(module, f"--logger {name}")
-    from avalanche.evaluation.metrics import accuracy_metrics, loss_metrics
+    from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
+
+    from .metrics import loss_metrics  # named for their loss: RSL_Loss_*, CE_Loss_*
 
     log_dir = args.log_dir if world == 1 else os.path.join(args.log_dir, f"rank-{rank}")
     loggers = []
@@ -311,7 +313,7 @@ def _evaluator(args, rank: int = 0, world: int = 1):
 
             loggers.append(TextLogger(sys.stdout))
         elif name == "csv":
-            from avalanche.logging import CSVLogger
+            from .metrics import CSVLogger  # Avalanche's, reading the named losses
 
             loggers.append(CSVLogger(log_folder=os.path.join(log_dir, "csv")))
         elif name == "tensorboard":
@@ -319,14 +321,29 @@ def _evaluator(args, rank: int = 0, world: int = 1):
 
             loggers.append(TensorboardLogger(tb_log_dir=os.path.join(log_dir, "tensorboard")))
         elif name == "wandb":
-            from avalanche.logging import WandBLogger
-
             os.environ.setdefault("WANDB_MODE", "offline")
             os.makedirs(log_dir, exist_ok=True)
-            loggers.append(WandBLogger(project_name="avalanche-tmc", run_name=f"{args.command}-rank{rank}",
-                                       dir=log_dir, save_code=False))
+            loggers.append(_wandb_logger(log_dir, f"{args.command}-rank{rank}"))
     metrics = dict(epoch=True, experience=True, stream=True)
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
+
+
+def _wandb_logger(log_dir: str, run_name: str):
+    """Avalanche's ``WandBLogger`` for the scalar metrics the command line logs, working with
+    recent wandb: Avalanche 0.6 calls ``wandb.util.generate_id`` and ``wandb.viz``, which
+    wandb 0.31 no longer has (the run id is given here; scalars are logged directly)."""
+    import uuid
+
+    from avalanche.logging import WandBLogger
+
+    class ScalarWandBLogger(WandBLogger):
+        def log_single_metric(self, name, value, x_plot):
+            self.step = x_plot
+            if isinstance(value, (int, float)):
+                self.wandb.log({name: value}, step=self.step)
+
+    return ScalarWandBLogger(project_name="avalanche-tmc", run_name=run_name, dir=log_dir, save_code=False,
+                             params={"id": uuid.uuid4().hex[:8]})
 
 
 def _gather_written(written, world: int):

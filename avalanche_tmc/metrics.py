@@ -11,11 +11,14 @@ name prefixed by the loss the strategy used for the values: ``RSL_Loss_Epoch/tra
 
 The tangent strategies' default evaluator (:func:`default_tangent_evaluator`) uses them; pass
 ``evaluator=EvaluationPlugin(accuracy_metrics(...), avalanche_tmc.metrics.loss_metrics(...),
-loggers=...)`` to keep them with your own loggers.
+loggers=...)`` to keep them with your own loggers. Avalanche's ``CSVLogger`` fills its loss
+columns from the fixed names only: use :class:`CSVLogger` from here with named losses.
 """
 
+import re
 from typing import Any, Dict, List
 
+from avalanche.evaluation.metric_results import MetricValue
 from avalanche.evaluation.metrics import (
     EpochLoss,
     ExperienceLoss,
@@ -25,9 +28,10 @@ from avalanche.evaluation.metrics import (
     accuracy_metrics,
 )
 from avalanche.evaluation.metrics import loss_metrics as avalanche_loss_metrics
+from avalanche.logging import CSVLogger as AvalancheCSVLogger
 from avalanche.training.plugins.evaluation import EvaluationPlugin, default_loggers
 
-__all__ = ["LOSS_NAMES", "loss_name", "loss_metrics", "default_tangent_evaluator"]
+__all__ = ["LOSS_NAMES", "loss_name", "loss_metrics", "default_tangent_evaluator", "CSVLogger"]
 
 LOSS_NAMES: Dict[str, str] = {"RescaledSquareLoss": "RSL", "nll_of_log_probs": "NLL", "CrossEntropyLoss": "CE",
                               "MSELoss": "MSE", "NLLLoss": "NLL"}
@@ -83,3 +87,27 @@ def default_tangent_evaluator() -> EvaluationPlugin:
     return EvaluationPlugin(accuracy_metrics(minibatch=False, epoch=True, experience=True, stream=True),
                             loss_metrics(minibatch=False, epoch=True, experience=True, stream=True),
                             loggers=default_loggers)
+
+
+_NAMED_LOSS = re.compile(r"^[^_/]+_((?:Running)?Loss_(?:MB|Epoch|Exp|Stream))")
+
+
+def _avalanche_names(metric_values):
+    """The values with named losses (``RSL_Loss_Epoch/...``) under Avalanche's names again."""
+    out = []
+    for value in metric_values:
+        match = _NAMED_LOSS.match(value.name)
+        out.append(MetricValue(value.origin, value.name[match.start(1):], value.value, value.x_plot)
+                   if match else value)
+    return out
+
+
+class CSVLogger(AvalancheCSVLogger):
+    """Avalanche's ``CSVLogger`` with its loss columns filled from named losses too (it reads
+    them by Avalanche's fixed names, ``Loss_Epoch`` and ``Loss_Exp``)."""
+
+    def after_training_epoch(self, strategy, metric_values, **kwargs):
+        super().after_training_epoch(strategy, _avalanche_names(metric_values), **kwargs)
+
+    def after_eval_exp(self, strategy, metric_values, **kwargs):
+        super().after_eval_exp(strategy, _avalanche_names(metric_values), **kwargs)

@@ -139,3 +139,43 @@ def test_wheel_imports_in_a_fresh_venv(fresh_venv, tmp_path, order):
     proc = _run([str(fresh_venv), "-c", CHECK.format(first=imports[0], second=imports[1]), site, VERSION],
                 cwd=tmp_path, env=env)
     assert proc.stdout.startswith("ok "), proc.stdout
+
+
+def _declared(pyproject: str, extra=None):
+    """Normalized distribution names of ``dependencies`` (or of the optional ``extra``)."""
+    import tomllib
+
+    project = tomllib.loads(pyproject)["project"]
+    specs = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
+    return {re.split(r"[<>=!~ \[;]", s, maxsplit=1)[0].lower().replace("_", "-") for s in specs}
+
+
+def test_every_import_of_the_library_is_declared():
+    """Every module the installed package imports (at the top or inside a function) is the
+    standard library, the package itself, or a declared dependency; timm (and huggingface_hub,
+    which timm requires) only through the ``timm`` extra."""
+    import ast
+    import importlib.metadata
+
+    if sys.version_info < (3, 11):
+        pytest.skip("tomllib and sys.stdlib_module_names need Python 3.11")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    allowed = _declared(pyproject) | {"avalanche-lib"}
+    optional = _declared(pyproject, "timm") | {"huggingface-hub"}
+    distributions = importlib.metadata.packages_distributions()
+    undeclared = {}
+    for path in sorted((ROOT / "avalanche_tmc").rglob("*.py")) + [ROOT / "avalanche_tmc_torchvision_fallback.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top in ("avalanche_tmc", "avalanche_tmc_torchvision_fallback"):
+                    continue
+                dists = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+                if not dists & (allowed | optional):
+                    undeclared.setdefault(top, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not undeclared, f"imports not declared in pyproject.toml: {undeclared}"
