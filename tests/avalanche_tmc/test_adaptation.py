@@ -232,3 +232,34 @@ def test_adapting_only_the_head_leaves_the_features_as_they_are(digits, how):
     x = torch.stack([data[i][0] for i in range(8)])
     features = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, train_from="fc"))
     torch.testing.assert_close(features(x), penultimate(network())(x), rtol=0, atol=0)
+
+
+def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits):
+    """As AnalyticHeadStrategy (tests/avalanche_tmc/test_analytic.py): a plugin's stop_training()
+    ends the statistics pass, the forward callbacks fire once per batch, and arguments the
+    strategy cannot honour are refused with what to do."""
+    from avalanche.core import SupervisedPlugin
+    from avalanche.training.plugins import LRSchedulerPlugin
+
+    class StopAfterOne(SupervisedPlugin):
+        def __init__(self):
+            super().__init__()
+            self.forwards = self.iterations = 0
+
+        def after_forward(self, strategy, **kwargs):
+            self.forwards += 1
+
+        def after_training_iteration(self, strategy, **kwargs):
+            self.iterations += 1
+            strategy.stop_training()
+
+    stopper = StopAfterOne()
+    learner = strategy(Adaptation("none"), plugins=[stopper], train_mb_size=32)
+    learner.train(digits.train_stream[0])
+    assert stopper.iterations == stopper.forwards == 1 < len(digits.train_stream[0].dataset) / 32
+    assert float(learner.statistics.summed()["class_count"].sum()) == 32  # the one batch seen
+    with pytest.raises(ValueError, match="train_epochs=1 or leave it out"):
+        strategy(train_epochs=3)
+    sgd = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="remove it from plugins"):
+        strategy(plugins=[LRSchedulerPlugin(torch.optim.lr_scheduler.StepLR(sgd, step_size=1))])
