@@ -115,6 +115,10 @@ def test_train_component_under_torchrun_shares_the_experiences(silos, tmp_path):
                           "avalanche_tmc.cli"])
     out = _ok(done)
     assert "(rank 0)" in out and "(rank 1)" in out and time.time() - start < 200
+    # only rank 0 prints: every file once (both ranks' files), the assignment once
+    assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("wrote ")) == [
+        str(tmp_path / f"experience-{e}.safetensors") for e in range(3)]
+    assert out.count("experiences on 2 processes") == 1
     for directory, exp in (("silo_a", 0), ("silo_b", 1), ("silo_b", 2)):
         parallel = load_component(str(tmp_path / f"experience-{exp}.safetensors"))
         alone = load_component(str(silos / directory / f"experience-{exp}.safetensors"))
