@@ -1,8 +1,13 @@
-"""The ``avalanche-tmc`` command line's default model and data factories: the offline
-benchmark of this checkout (``benchmarks.factories:model`` / ``benchmarks.factories:data``).
+"""Command-line factories for this checkout's offline benchmark, from a checkout:
+``avalanche-tmc ... --model benchmarks.factories:model --data benchmarks.factories:data``.
 
-Both take the same keyword options (the command line's ``--option KEY=VALUE``; an unknown
-key is refused) and build the same run as ``python -m benchmarks.run``: the dataset of
+The command line's defaults are the installed ones (:mod:`avalanche_tmc.factories`:
+scikit-learn's digits and a small pre-trained CNN, plus Avalanche's classic benchmarks and
+torchvision/timm backbones); these stay in the checkout because they build the runner's
+benchmark (its data sets, cached trunk features), which the library does not ship.
+
+Both take the same keyword options (the command line's ``--option KEY=VALUE`` gives a
+value to both; an unknown key is refused) and build the same run as ``python -m benchmarks.run``: the dataset of
 :mod:`benchmarks.datasets`, the ImageNet backbone of :mod:`benchmarks.backbones` frozen
 before ``freeze_until`` with its trunk's features cached (``freeze_until="none"``: the
 whole network), and the benchmark of :mod:`benchmarks.scenarios`. The default is the
