@@ -289,10 +289,12 @@ class AdditiveComposition:
         self._checksums = OrderedDict(state.get("checksums", {}))
         self._template = state["template"]
 
-    def empty_like(self) -> "AdditiveComposition":
-        """A new, empty composition of the same kind and settings."""
+    def empty_like(self, keep_components: Optional[bool] = None) -> "AdditiveComposition":
+        """A new, empty composition of the same kind and settings (``keep_components``: as
+        this one's unless given)."""
         new = copy.copy(self)
-        AdditiveComposition.__init__(new, keep_components=self.keep_components, scaled=self.scaled)
+        keep = self.keep_components if keep_components is None else keep_components
+        AdditiveComposition.__init__(new, keep_components=keep, scaled=self.scaled)
         return new
 
 

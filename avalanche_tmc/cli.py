@@ -552,26 +552,16 @@ def cmd_inspect(args) -> int:
 
 def _evaluation_strategy(composition, net, args, progress):
     """A strategy on the factory's network holding the composition (checked to fit it)."""
-    from .component_files import check_same_base, composed_delta, model_reference
-    from .plugin import TaskMaskPlugin
+    from .component_files import install_composition
 
-    name = f"the network of {args.model} (options {args.model_options})"
-    if composition.payload == "delta":
-        names = [n for n, _ in composition.base.get("linearized", [])]
-        strategy = _tangent_strategy(net, "tmc", args, [progress], linearize=names)
-        check_same_base(model_reference(strategy.model, name), composition)
-        strategy.tangent_plugin.install_component(strategy.model, "composition", composed_delta(composition), 1.0,
-                                                  composition.classes)
-        return strategy
     base = composition.base
-    model = _analytic_model(net, base.get("head"), base.get("projection_dim"), base.get("projection_seed", 0))
-    check_same_base(model_reference(model, name), composition)
-    strategy = _analytic_strategy(model, args, [progress])
-    if composition.members:
-        model.fit(composition.tensors)
-    for plugin in strategy.plugins:
-        if isinstance(plugin, TaskMaskPlugin):
-            plugin.record_task_classes(composition.classes)
+    if composition.payload == "delta":
+        names = [n for n, _ in base.get("linearized", [])]
+        strategy = _tangent_strategy(net, "tmc", args, [progress], linearize=names)
+    else:
+        model = _analytic_model(net, base.get("head"), base.get("projection_dim"), base.get("projection_seed", 0))
+        strategy = _analytic_strategy(model, args, [progress])
+    install_composition(strategy, composition, f"the network of {args.model} (options {args.model_options})")
     return strategy
 
 

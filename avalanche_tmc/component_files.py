@@ -64,7 +64,8 @@ __all__ = [
     "content_sha256", "tangent_base", "statistics_base", "model_reference", "check_same_base", "tangent_component",
     "statistics_component", "strategy_settings", "strategy_components", "save_component", "load_component",
     "component_paths", "load_components", "components_for", "compose_components", "forget_component",
-    "composed_delta", "describe", "ComponentExistsError", "KEY_ENVIRONMENT", "read_key_file", "resolve_key",
+    "composed_delta", "install_composition", "describe", "ComponentExistsError", "KEY_ENVIRONMENT", "read_key_file",
+    "resolve_key",
 ]
 
 FORMAT = "avalanche-tmc"
@@ -879,6 +880,26 @@ def forget_component(composition: Component, component: Component) -> Component:
         additive.forget(component.experience, component.tensors)
     members = composition.members[:index] + composition.members[index + 1:]
     return replace(_from_additive(additive, members, composition), settings=dict(composition.settings))
+
+
+def install_composition(strategy, composition: Component, name: str = "the strategy's model") -> None:
+    """Put a composition (or component) file into ``strategy`` (a fresh
+    :class:`~avalanche_tmc.additive.ComposableLearner` on the same base, checked first: ``name``
+    is how messages call its model): its members, by their sum, as if learned there (kept
+    only as the sum), their classes recorded; the model then evaluates the composition."""
+    check_same_base(model_reference(strategy.model, name), composition)
+    if strategy.payload != composition.payload:
+        raise IncompatibleComponentsError(f"{composition.name()} holds {composition.payload}, the strategy learns "
+                                          f"{strategy.payload}.")
+    if composition.kind == "component":
+        composition = compose_components([composition])
+    learned = strategy.learned().empty_like(keep_components=False)
+    if composition.members:
+        with _numbers_of(composition):
+            learned.merge({m["experience"]: m["weight"] for m in composition.members}, composition.tensors,
+                          checksums={m["experience"]: m["sha256"] for m in composition.members})
+    strategy.replace_learned(learned)
+    strategy.installed({m["experience"]: {int(t): c for t, c in m["classes"].items()} for m in composition.members})
 
 
 def composed_delta(composition: Component) -> Delta:

@@ -154,3 +154,32 @@ def test_a_closed_output_pipe_ends_quietly(files):
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == EXIT_PIPE
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files(tmp_path, capsys):
+    """evaluate installs any composition through the learner protocol (no strategy-type branches)."""
+    from avalanche_tmc import AnalyticHeadStrategy
+    from avalanche_tmc.analytic import AnalyticClassifier, penultimate
+    from tests.avalanche_tmc import cli_factories
+
+    factories = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
+                 "tests.avalanche_tmc.cli_factories:data", "--option", "tasks=3", "--quiet"]
+    assert main(["train-component", "--experience", "0", "1", "--method", "ridge", "--out", str(tmp_path),
+                 *factories]) == EXIT_OK
+    composed = str(tmp_path / "composed.safetensors")
+    assert main(["compose", str(tmp_path), "--out", composed]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["evaluate", composed, "--json", *factories]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    net = cli_factories.model(tasks=3)
+    strategy = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(net), 10), evaluator=None)
+    strategy.load_components(str(tmp_path / "experience-0.safetensors"))
+    strategy.load_components(str(tmp_path / "experience-1.safetensors"))
+    bm = cli_factories.data(tasks=3)
+    right = total = 0
+    with torch.no_grad():
+        for exp in bm.test_stream:
+            for x, y, *_ in torch.utils.data.DataLoader(exp.dataset, batch_size=256):
+                right += int((strategy.model(x).argmax(1) == y).sum())
+                total += len(y)
+    assert report["experiences"] == [0, 1] and report["accuracy"] == pytest.approx(right / total, abs=1e-9)

@@ -278,3 +278,17 @@ def test_an_edited_file_is_refused(trained, tmp_path):
         cf.save_component(nan, str(tmp_path / "nan.safetensors"))
     with pytest.raises(cf.ComponentFileError, match="cannot be read"):
         cf.load_component(str(tmp_path / "missing.safetensors"))
+
+
+def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm):
+    strategy, directory = trained
+    composition = cf.compose_components(cf.load_components(directory))
+    fresh = _tmc(weighting="samples")
+    cf.install_composition(fresh, composition)
+    assert fresh.learned().keys == [0, 1, 2, 3] and _equal(fresh.composed_delta, strategy.composed_delta)
+    assert dict(fresh.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
+    key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
+    assert fresh.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
+    head = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(_net()), NUM_CLASSES), evaluator=quiet_evaluator())
+    with pytest.raises(cf.IncompatibleComponentsError):
+        cf.install_composition(head, composition)
