@@ -768,7 +768,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             both = parse_options(args.option)
             args.model_options = {**both, **parse_options(args.model_option, "--model-option")}
             args.data_options = {**both, **parse_options(args.data_option, "--data-option")}
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's shutdown
+        return code
     except KeyboardInterrupt:
         print("avalanche-tmc: interrupted", file=sys.stderr)
         return 130

@@ -148,6 +148,7 @@ def test_world_size_without_torchrun_is_a_setup_failure(tmp_path, monkeypatch, c
 def test_a_closed_output_pipe_ends_quietly(files):
     """Issue 21: `inspect DIR | head -1` crashed on BrokenPipe."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env.pop("PYTHONUNBUFFERED", None)  # block-buffered: the write happens when stdout is flushed
     process = subprocess.Popen([sys.executable, "-m", "avalanche_tmc.cli", "inspect", str(files)], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # the reader is gone before anything is printed
