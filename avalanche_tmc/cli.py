@@ -53,15 +53,15 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 """An unexpected error (a bug: the traceback is printed; please report it)."""
 EXIT_USAGE = 2
-"""A bad command line: unknown command or option, a missing argument, an experience id the
-data does not have, an output file that exists (without ``--overwrite``)."""
+"""A bad command line: unknown command or option, a missing argument, a value out of its
+range, an experience id the data does not have, an ``--out`` that cannot be written."""
 EXIT_BAD_FILE = 3
 """A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
 EXIT_INCOMPATIBLE = 4
 """Files that do not combine: another base model, head size or linearized set, an
 experience twice, the same content under two experience ids, forgetting a file that is not
-in the composition; or an output that another process created while this one worked
-(without ``--overwrite``, of two writers exactly one succeeds)."""
+in the composition; or an output file that exists (without ``--overwrite``), also one that
+another process created while this one worked: of two writers exactly one succeeds."""
 EXIT_FACTORY = 5
 """The model or data factory cannot be imported, fails, or rejects an ``--option``."""
 EXIT_TRAINING = 6
@@ -73,11 +73,12 @@ EXIT_PIPE = 141
 EXIT_CODES = """exit codes:
   0  success
   1  unexpected error (a bug; the traceback is printed)
-  2  bad command line (unknown option, missing argument, unknown experience id, output exists)
+  2  bad command line (unknown option, missing argument, a value out of range, unknown experience
+     id, an --out that cannot be written)
   3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
   4  files that do not combine (other base model, head size or linearized set; an experience
      twice; the same content under two ids; forgetting a file that is not in the composition);
-     or --out created by another process meanwhile (without --overwrite)
+     or an --out that exists, also one created by another process meanwhile (without --overwrite)
   5  the model or data factory cannot be imported, fails or rejects an --option
   6  training failed (diverged, or a rank of a torchrun run failed) or the torchrun set-up failed
      (e.g. WORLD_SIZE set without torchrun)
@@ -415,7 +416,9 @@ def _check_output(path: str, overwrite: bool) -> None:
     if os.path.isdir(path):
         raise UsageError(f"{path} is a directory; --out names the file to write.")
     if os.path.lexists(path) and not overwrite:
-        raise UsageError(f"{path} exists; pass --overwrite to replace it.")
+        from .component_files import ComponentExistsError
+
+        raise ComponentExistsError(f"{path} exists; pass --overwrite to replace it.")
     _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
 
 

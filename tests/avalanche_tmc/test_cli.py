@@ -145,10 +145,10 @@ def test_help_describes_the_commands_and_exit_codes(capsys):
 def test_exit_codes(silos, tmp_path, capsys):
     composed = str(silos / "composed.safetensors")
     assert main(["inspect", composed]) == EXIT_OK
-    # 2: an experience the data does not have; an output that exists
+    # 2: an experience the data does not have; 4: an output that exists (as when another writer won)
     assert main(["train-component", "--experience", "7", "--out", str(tmp_path), *TRAIN]) == EXIT_USAGE
     assert "not in the data's training stream" in capsys.readouterr().err
-    assert main(["compose", str(silos / "silo_a"), "--out", composed]) == EXIT_USAGE
+    assert main(["compose", str(silos / "silo_a"), "--out", composed]) == EXIT_INCOMPATIBLE
     # 3: a truncated file
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(Path(composed).read_bytes()[:100])

@@ -184,3 +184,17 @@ def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files
                 right += int((strategy.model(x).argmax(1) == y).sum())
                 total += len(y)
     assert report["experiences"] == [0, 1] and report["accuracy"] == pytest.approx(right / total, abs=1e-9)
+
+
+def test_two_concurrent_composes_one_wins_the_other_exits_4(tmp_path, files):
+    """Issue 21: two `compose` processes writing the same --out without --overwrite both exited 0 (10 of 10)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    for attempt in range(3):
+        out = tmp_path / f"composed-{attempt}.safetensors"
+        command = [sys.executable, "-m", "avalanche_tmc.cli", "compose", str(files), "--out", str(out)]
+        processes = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(2)]
+        codes = sorted(p.wait(timeout=120) for p in processes)
+        assert codes == [EXIT_OK, EXIT_INCOMPATIBLE], (attempt, [p.stderr.read()[-500:] for p in processes])
+        assert cf.load_component(str(out)).experiences == [0, 1]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
