@@ -212,6 +212,12 @@ def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
         overrides["seeds"] = args.seeds
     elif getattr(args, "seed", None) is not None:
         overrides["seeds"] = (args.seed,)
+    if len(runs) > 1 and "scenario" in overrides and len({r["scenario"] for r in runs}) > 1:
+        # --scenario picks the preset's run(s) of that scenario
+        scenario = overrides.pop("scenario")
+        runs = [r for r in runs if r["scenario"] == scenario]
+        if not runs:
+            raise SystemExit(f"Preset {args.preset!r} has no run of scenario {args.scenario!r}.")
     defining = sorted(k for k in ("dataset", "scenario", "tasks", "data_options") if k in overrides)
     if len(runs) > 1 and defining:
         raise SystemExit(f"Preset {args.preset!r} has {len(runs)} runs; {defining} would make them all the same run. "

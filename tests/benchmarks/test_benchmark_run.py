@@ -40,6 +40,9 @@ def test_every_method_runs_end_to_end(tmp_path, scenario):
 def test_multi_run_presets_refuse_run_defining_overrides():
     with pytest.raises(SystemExit, match="same run"):
         run.resolve_runs(run.parse_args(["--preset", "offline", "--dataset", "digits"]))
+    # --scenario picks the preset's run of that scenario
+    (only,) = run.resolve_runs(run.parse_args(["--preset", "offline", "--scenario", "data"]))
+    assert (only.scenario, only.dataset) == ("data", "emoji_styles")
 
 
 @pytest.mark.slow
