@@ -24,13 +24,14 @@ import copy
 import json
 import sys
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any, Dict, Optional
 
 import torch
 from torch import nn
 
 from avalanche_tmc import replace_head
-from benchmarks.run import prepare
+from benchmarks.prepare import prepare
 from benchmarks.scenarios import make_scenario
 
 __all__ = ["model", "data"]
@@ -39,8 +40,8 @@ __all__ = ["model", "data"]
 @lru_cache(maxsize=2)
 def _prepared(dataset: str, backbone: str, image_size: int, freeze_until: str, weights: Optional[str],
               data_root: Optional[str], data_options: str):
-    run = dict(dataset=dataset, backbone=backbone, image_size=image_size, freeze_until=freeze_until,
-               data_options=json.loads(data_options))
+    run = SimpleNamespace(dataset=dataset, backbone=backbone, image_size=image_size, freeze_until=freeze_until,
+                          data_options=json.loads(data_options))
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the command's own output
         return prepare(run, data_root=data_root, weights=weights)
 

@@ -6,10 +6,10 @@ TMC-FC, and the statistics heads: Stats-Ridge, RanPAC-style, NCM) and ``processe
 its first call starts ``processes`` worker processes (``torch.multiprocessing``, gloo,
 rendezvous on a free local port). Each worker builds the group's strategy as the runner
 does and calls :func:`avalanche_tmc.distributed.train_parallel` on the whole training
-stream (each experience trained whole by one worker, seeded by ``cfg.seed + experience
-id``; the composition an all-reduce), then writes the component files of the experiences
-it trained. Every call then composes the components of the experiences it is given into
-the runner's strategy (``strategy.load_components``), so after each stage the strategy
+stream (each experience trained whole by one worker, seeded by ``1000 * cfg.seed +
+experience id`` as the runner seeds it; the composition an all-reduce), then writes the
+component files of the experiences it trained. Every call then composes the components of
+the experiences it is given into the runner's strategy (``strategy.load_components``), so after each stage the strategy
 holds the same state as if it had trained those experiences itself, seeded the same way,
 and the runner evaluates every row after every task as usual.
 
@@ -203,8 +203,8 @@ def main(argv=None) -> None:
     on a preset's first run (the numbers of the README's scale-out section)."""
     import argparse
 
-    from benchmarks.config import RunConfig
-    from benchmarks.prepare import prepare
+    from benchmarks.config import Options, RunConfig, train_config
+    from benchmarks.prepare import num_classes, prepare
     from benchmarks.presets import PRESETS
     from benchmarks.scenarios import make_scenario
 
@@ -217,8 +217,8 @@ def main(argv=None) -> None:
     run = RunConfig.from_dict(PRESETS[args.preset][0])
     train, test, top = prepare(run)
     bm = make_scenario(run.scenario, train, test, run.tasks, seed=0)
-    cfg = TrainConfig(num_classes=int(torch.as_tensor(train.targets).max()) + 1, epochs=args.epochs or run.epochs,
-                      batch_size=run.batch_size, lr_tangent=run.lr_tangent, beta=run.beta)
+    cfg = train_config(run.replace(epochs=args.epochs or run.epochs, tangent_epochs=None, tuned={}), Options(),
+                       num_classes=num_classes(train), seed=0)
     groups = {g.name: g for g in method_groups()}
     for name in args.groups.split(","):
         result = time_group(groups[name], bm, top, cfg, args.processes)

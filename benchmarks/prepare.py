@@ -23,7 +23,9 @@ __all__ = ["prepare", "first_experience_batches", "num_classes"]
 
 def prepare(run: RunConfig, *, data_root: Optional[str] = None,
             weights: Optional[str] = None) -> Tuple[Dataset, Dataset, nn.Module]:
-    """Datasets (features when the trunk is frozen) and the trainable top network of ``run``.
+    """Datasets (features when the trunk is frozen) and the trainable top network of ``run``
+    (of which only ``dataset``, ``data_options``, ``image_size``, ``backbone`` and
+    ``freeze_until`` are read).
 
     Two layout changes make the top network cheaper to train on the small feature maps of
     the offline benchmarks (2x2 and 1x1), for every method alike (the same network is given

@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, ridge_head
 from avalanche_tmc.analytic import penultimate
 from avalanche_tmc.statistics import StatisticsComposition
-from benchmarks.config import RunConfig
-from benchmarks.methods import TrainConfig, build_strategy, method_groups
+from benchmarks.config import Options, RunConfig, train_config
+from benchmarks.methods import build_strategy, method_groups
 from benchmarks.prepare import prepare
 from benchmarks.presets import PRESETS
 from benchmarks.scenarios import make_scenario
@@ -50,10 +50,12 @@ def _with_bias(phi: torch.Tensor) -> torch.Tensor:
 def measure(run: Dict, *, data_root: Optional[str] = None, weights: Optional[str] = None) -> Dict[str, float]:
     """Final accuracies of the three feature choices (plain ridge and random features) on
     one run of a preset (``data_root``, ``weights``: as ``benchmarks.run``'s options)."""
-    train, test, top = prepare(RunConfig.from_dict(run), data_root=data_root, weights=weights)
-    bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
+    config = RunConfig.from_dict(run)
+    train, test, top = prepare(config, data_root=data_root, weights=weights)
+    bm = make_scenario(config.scenario, train, test, config.tasks, seed=0)
     num_classes = int(torch.as_tensor(train.targets).max()) + 1
-    cfg = TrainConfig(num_classes=num_classes, epochs=run["epochs"], lr_tangent=run["lr_tangent"], beta=run["beta"])
+    # (the run's own epochs and tangent lr, as this study measured them; not its tuned values)
+    cfg = train_config(config.replace(tuned={}, tangent_epochs=None), Options(), num_classes=num_classes, seed=0)
     tangent = next(g for g in method_groups() if g.name == "tangent")
     strategy = build_strategy(tangent, top, cfg, evaluator=None)
     for exp in bm.train_stream:

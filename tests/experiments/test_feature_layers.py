@@ -12,8 +12,9 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+    from benchmarks.config import RunConfig
+    from benchmarks.prepare import prepare
     from benchmarks.presets import PRESETS
-    from benchmarks.run import prepare
     from benchmarks.scenarios import make_scenario
     from experiments.feature_layers import _final_accuracy, measure
 
@@ -26,7 +27,7 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
                          "none (pre-trained features)"]
     assert all(0.0 <= r["validation"] <= 1.0 and 0.0 <= r["test"] <= 1.0 for r in rows)
 
-    train, test, top = prepare(run)
+    train, test, top = prepare(RunConfig.from_dict(run))
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
     ranpac = AnalyticHeadStrategy(
         model=AnalyticClassifier(penultimate(top), 10, projection_dim=2000, seed=0), train_mb_size=256,
