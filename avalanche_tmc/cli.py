@@ -42,6 +42,8 @@ import textwrap
 import traceback
 from typing import Any, Callable, Dict, Optional, Sequence
 
+from .loggers import LOGGERS  # standard library only: keeps --help fast
+
 __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY", "EXIT_TRAINING",
     "EXIT_PIPE",
@@ -90,10 +92,8 @@ training-free heads' statistics (ridge, ridge on random ReLU features, nearest c
 
 DEFAULT_MODEL = "avalanche_tmc.factories:digits_cnn"
 DEFAULT_DATA = "avalanche_tmc.factories:digits"
-
-LOGGERS = ("text", "csv", "tensorboard", "wandb")
-"""``--logger``: Avalanche's TextLogger (stdout), CSVLogger, TensorboardLogger and
-WandBLogger (offline mode) for the strategy's accuracy and loss metrics."""
+# ``--logger``: Avalanche's TextLogger (stdout), CSVLogger, TensorboardLogger and WandBLogger
+# (offline mode) for the strategy's accuracy and loss metrics (avalanche_tmc.loggers)
 
 
 class FactoryError(RuntimeError):
@@ -282,13 +282,6 @@ def _speaks(args, rank: int) -> bool:
     return rank == 0 or bool(getattr(args, "all_ranks", False))
 
 
-def _require(module: str, what: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise UsageError(f"{what} needs the {module} package, which is not installed: pip install {module}")
-
-
 def _evaluator(args, rank: int = 0, world: int = 1):
     """Avalanche's ``EvaluationPlugin`` with accuracy and loss metrics (per epoch, experience
     and stream) sent to the ``--logger`` loggers; None (no metrics) without ``--logger``.
@@ -298,53 +291,22 @@ def _evaluator(args, rank: int = 0, world: int = 1):
     names = list(dict.fromkeys(getattr(args, "logger", None) or []))
     if not names:
         return None
-    for name, module in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
-        if name in names:
-            _require(module, f"--logger {name}")
+    from .loggers import MissingLoggerPackage, check_loggers, make_loggers
+
+    try:
+        check_loggers(names)
+    except MissingLoggerPackage as error:
+        raise UsageError(str(error)) from None
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
     from .metrics import loss_metrics  # named for their loss: RSL_Loss_*, CE_Loss_*
 
     log_dir = args.log_dir if world == 1 else os.path.join(args.log_dir, f"rank-{rank}")
-    loggers = []
-    for name in names:
-        if name == "text" and _speaks(args, rank):
-            from avalanche.logging import TextLogger
-
-            loggers.append(TextLogger(sys.stdout))
-        elif name == "csv":
-            from .metrics import CSVLogger  # Avalanche's, reading the named losses
-
-            loggers.append(CSVLogger(log_folder=os.path.join(log_dir, "csv")))
-        elif name == "tensorboard":
-            from avalanche.logging import TensorboardLogger
-
-            loggers.append(TensorboardLogger(tb_log_dir=os.path.join(log_dir, "tensorboard")))
-        elif name == "wandb":
-            os.environ.setdefault("WANDB_MODE", "offline")
-            os.makedirs(log_dir, exist_ok=True)
-            loggers.append(_wandb_logger(log_dir, f"{args.command}-rank{rank}"))
+    loggers = make_loggers(names, log_dir, f"{args.command}-rank{rank}",
+                           text_stream=sys.stdout if _speaks(args, rank) else None)
     metrics = dict(epoch=True, experience=True, stream=True)
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
-
-
-def _wandb_logger(log_dir: str, run_name: str):
-    """Avalanche's ``WandBLogger`` for the scalar metrics the command line logs, working with
-    recent wandb: Avalanche 0.6 calls ``wandb.util.generate_id`` and ``wandb.viz``, which
-    wandb 0.31 no longer has (the run id is given here; scalars are logged directly)."""
-    import uuid
-
-    from avalanche.logging import WandBLogger
-
-    class ScalarWandBLogger(WandBLogger):
-        def log_single_metric(self, name, value, x_plot):
-            self.step = x_plot
-            if isinstance(value, (int, float)):
-                self.wandb.log({name: value}, step=self.step)
-
-    return ScalarWandBLogger(project_name="avalanche-tmc", run_name=run_name, dir=log_dir, save_code=False,
-                             params={"id": uuid.uuid4().hex[:8]})
 
 
 def _gather_written(written, world: int):

@@ -95,7 +95,7 @@ class Options:
     device: str = "cpu"
     out: Optional[str] = None
     verbose: bool = False
-    tensorboard: bool = False
+    loggers: Tuple[str, ...] = ("csv",)  # avalanche_tmc.loggers.LOGGERS
     bn_data: str = "none"
     parallel: int = 1  # gloo processes per method group (benchmarks.parallel)
     jobs: int = 1  # (seed, method group) pairs trained at once, each in its own process

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -25,11 +26,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, loss_metrics
-from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger
+from avalanche.logging import InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
 from avalanche_tmc import DivergenceError, find_head
+from avalanche_tmc.loggers import LOGGERS, check_loggers, make_loggers
 from benchmarks import report
 from benchmarks.config import Options, RunConfig, progress_key, train_config
 from benchmarks.jobs import default_jobs, run_tasks, threads_per_job
@@ -150,8 +152,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
                         "whatever --jobs (across machines, see the README's reproducibility notes)")
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
+    p.add_argument("--logger", action="append", choices=LOGGERS, default=None,
+                   help="Avalanche loggers of every method's metrics, under <out>/logs (repeatable; default csv): "
+                        "text, csv, tensorboard (needs tensorboard), wandb (offline; needs wandb)")
     p.add_argument("--verbose", action="store_true", help="Avalanche's interactive progress logger")
-    p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under <out>/tb")
+    p.add_argument("--tensorboard", action="store_true", help="same as --logger tensorboard (with the default csv)")
     p.add_argument("--bn-data", choices=("none", "first-experience"), default="none",
                    help="tangent methods: re-estimate the network's BatchNorm statistics on the first "
                         "experience's training inputs before linearizing (one base point for every component)")
@@ -185,8 +190,13 @@ def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
     runs = resolve_runs(args)
     jobs = args.jobs or default_jobs(args.device)
     threads = 1 if args.deterministic else args.threads
+    loggers = list(args.logger or ["csv"]) + (["tensorboard"] if args.tensorboard else [])
+    try:
+        loggers = check_loggers(loggers)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     options = Options(data_root=args.data_root, weights=args.weights, data_seed=args.data_seed, device=args.device,
-                      out=args.out, verbose=args.verbose, tensorboard=args.tensorboard, bn_data=args.bn_data,
+                      out=args.out, verbose=args.verbose, loggers=tuple(loggers), bn_data=args.bn_data,
                       parallel=args.parallel, jobs=jobs, threads=threads_per_job(jobs, threads),
                       restart=args.restart, deterministic=args.deterministic)
     return runs, options
@@ -247,18 +257,17 @@ def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
     return run
 
 
-def make_evaluator(out_dir: str, verbose: bool, tensorboard: bool) -> EvaluationPlugin:
-    """Avalanche's metrics, logged by its CSV (and optionally interactive/TensorBoard) loggers."""
-    loggers = [CSVLogger(log_folder=out_dir)]
+def make_evaluator(out_dir: str, verbose: bool = False, loggers: Sequence[str] = ("csv",)) -> EvaluationPlugin:
+    """Avalanche's metrics, logged by the ``loggers`` named (:mod:`avalanche_tmc.loggers`:
+    files under ``out_dir``) and, with ``verbose``, Avalanche's interactive logger."""
+    chosen = make_loggers(loggers, out_dir, os.path.basename(out_dir), text_stream=sys.stdout)
     if verbose:
-        loggers.append(InteractiveLogger())
-    if tensorboard:
-        loggers.append(TensorboardLogger(tb_log_dir=os.path.join(out_dir, "tb")))
+        chosen.append(InteractiveLogger())
     return EvaluationPlugin(
         accuracy_metrics(experience=True, stream=True),
         loss_metrics(stream=True),
         forgetting_metrics(experience=True, stream=True),
-        loggers=loggers,
+        loggers=chosen,
     )
 
 
@@ -306,15 +315,15 @@ def experience_seed(seed: int, experience: int) -> int:
 
 
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
-              out_dir: str, *, verbose: bool = False, tensorboard: bool = False,
+              out_dir: str, *, verbose: bool = False, loggers: Sequence[str] = ("csv",),
               components: bool = True, parallel: int = 1) -> List[Dict[str, Any]]:
     """Train one group over the stream and evaluate each of its rows after every experience
     (and, with ``components``, each component alone at the end); Avalanche's logs go to
-    ``out_dir/<group>`` (``verbose``/``tensorboard``: see :func:`make_evaluator`).
+    ``out_dir/<group>`` (``verbose``/``loggers``: see :func:`make_evaluator`).
     ``parallel > 1``: the experiences of a group whose components train independently are
     shared among that many gloo processes (:mod:`benchmarks.parallel`)."""
     torch.manual_seed(cfg.seed)
-    strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, tensorboard))
+    strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, loggers))
     train = make_trainer(strategy, group, bm, top, cfg, processes=parallel)
     results, train_seconds = [], 0.0
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
@@ -513,7 +522,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         group_rows = run_group(group, rows, bm, top, seed_cfg,
                                dict(base_row, seed=seed, **_hyper_parameters(group, seed_cfg)),
                                os.path.join(out_dir, "logs", run.label, f"seed{seed}"), verbose=options.verbose,
-                               tensorboard=options.tensorboard, parallel=options.parallel)
+                               loggers=options.loggers, parallel=options.parallel)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 

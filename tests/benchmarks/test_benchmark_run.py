@@ -106,7 +106,7 @@ def test_runner_steps_take_explicit_parameters():
 
     from experiments import tangent_stats
 
-    for function, names in ((run.prepare, ["data_root", "weights"]), (run.run_group, ["verbose", "tensorboard"]),
+    for function, names in ((run.prepare, ["data_root", "weights"]), (run.run_group, ["verbose", "loggers"]),
                             (tangent_stats.measure, ["data_root", "weights"])):
         params = inspect.signature(function).parameters
         assert "args" not in params
@@ -192,6 +192,18 @@ def test_jobs_run_in_processes_and_give_the_numbers_of_one_process(tmp_path):
     two = run.main(args + ["--jobs", "2", "--out", str(tmp_path / "two")])  # the last --jobs wins
     key = ("seed", "method", "model", "after_task", "eval_exp", "accuracy")
     assert [tuple(r[k] for k in key) for r in two] == [tuple(r[k] for k in key) for r in one]
+
+
+def test_loggers_are_chosen_by_name_and_write_under_the_run(tmp_path):
+    rows = run.main(TINY + ["--scenario", "class", "--methods", "ranpac", "--logger", "csv", "--logger", "text",
+                            "--out", str(tmp_path)])
+    assert rows
+    logs = [os.path.join(d, f) for d, _, files in os.walk(tmp_path / "logs") for f in files]
+    assert any(f.endswith("eval_results.csv") for f in logs)  # Avalanche's CSV logger, per method and seed
+    with pytest.raises(SystemExit, match="wandb"):
+        if __import__("importlib").util.find_spec("wandb") is None:
+            run.resolve(run.parse_args(["--logger", "wandb"]))
+        raise SystemExit("wandb is installed: nothing to refuse")
 
 
 def test_seed_options_are_checked():
