@@ -57,13 +57,15 @@ def _main_run(scenario: str, **run) -> dict:
 # joint-tangent; every row has the same numbers in both, because each experience's
 # training is seeded by the seed and its id.
 _MAIN_METHODS = {
-    "class": "tmc,tme,tmc-fc,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,lwf,ewc,der,joint",
-    "data": "tmc,tme,tmc-seq,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,joint",  # LwF, EWC, DER: class only
+    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,lwf,ewc,der,joint",
+    # LwF, EWC, DER: class-IL only (time)
+    "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,joint",
 }
 _FULL_METHODS = {
-    "class": "tmc,tme,tmc-fc,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,lwf,ewc,der,"
+    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,lwf,ewc,der,"
              "joint,joint-tangent",
-    "data": "tmc,tme,tmc-seq,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,er,der,joint,joint-tangent",
+    "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,er,der,joint,"
+            "joint-tangent",
 }
 
 
