@@ -36,7 +36,7 @@ MAIN_REGIME = "blocks.4"
 MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
     "class": {"tangent": (3e-3, 20), "non-linear": (1e-2, 10), "joint": (1e-2, 20), "der": (3e-2, 20)},
-    "data": {"tangent": (1e-3, 5), "non-linear": (1e-2, 5)},
+    "data": {"tangent": (1e-2, 20), "non-linear": (1e-2, 20), "joint": (1e-2, 20)},
 }
 MAIN_TUNED_BY = "--preset offline-tuning"
 # Seeds of the main job: every method is trained once per seed (training randomness:
