@@ -62,8 +62,8 @@ _MAIN_METHODS = {
     "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,joint",
 }
 _FULL_METHODS = {
-    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,lwf,ewc,der,"
-             "joint,joint-tangent",
+    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,"
+             "lwf,ewc,der,joint,joint-tangent",
     "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,er,der,joint,"
             "joint-tangent",
 }

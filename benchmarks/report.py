@@ -42,7 +42,7 @@ __all__ = [
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
     "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
-    "generated_block", "update_readme", "timing_table", "main",
+    "generated_block", "variance_table", "update_readme", "timing_table", "main",
 ]
 
 Row = Mapping[str, object]
@@ -587,15 +587,39 @@ def tuning_table(trials: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def variance_table(rows: Sequence[Row]) -> str:
+    """The spread of each method's final accuracy over seeds (points) when one source of
+    randomness varies at a time (``experiments/variance.py``'s ``variance.csv``)."""
+    methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    protocols = list(dict.fromkeys(str(r["protocol"]) for r in rows))
+    lines = [_md_row(["Varied (others fixed)", *(method_info(m)[0] for m in methods)]),
+             _md_row(["---", *["---:"] * len(methods)])]
+    for protocol in protocols:
+        cells = []
+        for method in methods:
+            values = [float(r["accuracy"]) for r in rows  # type: ignore[arg-type]
+                      if r["protocol"] == protocol and r["method"] == method]
+            cells.append(f"{100 * mean_std(values)[1]:.1f}" if values else MISSING)
+        lines.append(_md_row([protocol, *cells]))
+    seeds = len({r["seed"] for r in rows})
+    return ("Sample standard deviation of the final accuracy (points) over "
+            f"{seeds} seeds, one source of randomness varied at a time:\n\n" + "\n".join(lines) + "\n")
+
+
 def generated_block(path: PathLike) -> str:
-    """What README.md shows of a committed file: :func:`readme_block` of a results CSV, or
-    :func:`tuning_table` of a tuning CSV."""
-    return tuning_table(read_tuning_csv(path)) if _is_tuning_file(path) else readme_block(read_csv(path))
+    """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
+    :func:`tuning_table` of a tuning CSV or :func:`variance_table` of a variance CSV."""
+    header = _header(path)
+    if "validation_accuracy" in header:
+        return tuning_table(read_tuning_csv(path))
+    if header.startswith("protocol,"):
+        return variance_table(read_tuning_csv(path))
+    return readme_block(read_csv(path))
 
 
-def _is_tuning_file(path: PathLike) -> bool:
+def _header(path: PathLike) -> str:
     with Path(path).open(newline="", encoding="utf-8") as f:
-        return "validation_accuracy" in f.readline()
+        return f.readline()
 
 
 def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = False) -> bool:
@@ -630,7 +654,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     args = parser.parse_args(argv)
     block = generated_block(args.csv)
     paths: Dict[str, Path] = {}
-    if not _is_tuning_file(args.csv):
+    if _header(args.csv).startswith("dataset,scenario,tasks,backbone"):  # a results file
         rows = read_csv(args.csv)
         paths = write_report(rows, args.csv.parent, include_csv=False)
     print(block)

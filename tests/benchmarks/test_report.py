@@ -245,6 +245,14 @@ def test_timing_table_is_the_mean_over_seeds_of_each_methods_training_and_evalua
     assert "| TMC | 15 / 2 |" in report.timing_table(rows)
 
 
+def test_variance_table_is_the_std_per_protocol_and_method(tmp_path):
+    path = tmp_path / "variance.csv"
+    path.write_text("protocol,seed,method,accuracy\nhead,0,tmc,0.40\nhead,1,tmc,0.46\nhead,2,tmc,0.37\n"
+                    "order,0,tmc,0.40\norder,1,tmc,0.40\norder,2,tmc,0.40\n")
+    table = report.generated_block(path)
+    assert "| head | 4.6 |" in table and "| order | 0.0 |" in table and "over 3 seeds" in table
+
+
 def test_tuning_table_shows_each_choice_its_spread_and_the_edge_flag(tmp_path):
     trials = [dict(dataset="d", scenario="class", tasks=2, regime="from b", family="tangent", lr=lr, epochs=e,
                    validation_accuracy=acc, chosen=chosen, edge=edge, rows="")
