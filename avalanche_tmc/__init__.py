@@ -19,9 +19,7 @@ warnings.filterwarnings("ignore", message="no QP solver found", category=UserWar
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
     from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
-    from .additive import AdditiveComposition, ComposableLearner
     from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
-    from .batchnorm import reestimate_batchnorm
     from .checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .component_files import (
         Component,
@@ -38,7 +36,9 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         strategy_components,
         tangent_component,
     )
-    from .composition import (
+    from .compose.additive import AdditiveComposition
+    from .compose.batchnorm import reestimate_batchnorm
+    from .compose.deltas import (
         DeltaComposition,
         add_deltas,
         check_compatible,
@@ -48,6 +48,17 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         weighted_sum,
         zeros_like_delta,
     )
+    from .compose.ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
+    from .compose.learner import ComposableLearner
+    from .compose.losses import RescaledSquareLoss
+    from .compose.statistics import (
+        HeadStats,
+        RandomReLUFeatures,
+        StatisticsComposition,
+        gcv_ridge_lambda,
+        head_statistics,
+        ridge_head,
+    )
     from .distributed import (
         ParallelReport,
         ParallelSetupError,
@@ -56,19 +67,9 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         shutdown_parallel,
         train_parallel,
     )
-    from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
     from .fast_tangent import TracingError
-    from .losses import RescaledSquareLoss
     from .metrics import loss_name
     from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
-    from .statistics import (
-        HeadStats,
-        RandomReLUFeatures,
-        StatisticsComposition,
-        gcv_ridge_lambda,
-        head_statistics,
-        ridge_head,
-    )
     from .strategies import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
     from .tangent import Delta, TangentModel, find_head, replace_head
 

@@ -8,22 +8,33 @@ A module that moved leaves a two-line file at its old path::
 and an entry in :data:`MOVED_MODULES`. ``from avalanche_tmc.old import name`` then returns
 the object from its new module and raises a :class:`DeprecationWarning` naming the new path.
 
-Checkpoints and component files record the module path of every layer class
-(``"avalanche_tmc.tangent.TangentModel"``); :func:`current_class_path` maps a recorded path
-of this library to where that class lives now, so files written before a move still load.
+Checkpoints and component files hash the module path of every layer class of a network
+(``"avalanche_tmc.analytic.LayerFeatures"``); :func:`recorded_class_path` gives the path a
+class had before the move, so files and checkpoints written before a move still load.
 """
 
 import importlib
 import warnings
 from typing import Any, Callable, Dict, Tuple
 
-__all__ = ["MOVED_MODULES", "REMOVAL_VERSION", "moved_module_getattr", "current_class_path"]
+__all__ = ["MOVED_MODULES", "REMOVAL_VERSION", "RECORDED_AS", "moved_module_getattr", "recorded_class_path"]
 
 # The release that removes the old paths.
 REMOVAL_VERSION = "0.3.0"
 
+# module -> the path its classes are recorded under, for modules that replaced an old module
+# of the same import path by a package (``avalanche_tmc.tangent`` became a package)
+RECORDED_AS: Dict[str, str] = {}
+
 # old module path -> the new modules that hold its public names, searched in this order
-MOVED_MODULES: Dict[str, Tuple[str, ...]] = {}
+MOVED_MODULES: Dict[str, Tuple[str, ...]] = {
+    "avalanche_tmc.additive": ("avalanche_tmc.compose.additive", "avalanche_tmc.compose.learner"),
+    "avalanche_tmc.composition": ("avalanche_tmc.compose.deltas",),
+    "avalanche_tmc.statistics": ("avalanche_tmc.compose.statistics",),
+    "avalanche_tmc.ensemble": ("avalanche_tmc.compose.ensemble",),
+    "avalanche_tmc.losses": ("avalanche_tmc.compose.losses",),
+    "avalanche_tmc.batchnorm": ("avalanche_tmc.compose.batchnorm",),
+}
 
 
 def moved_module_getattr(old: str) -> Callable[[str], Any]:
@@ -49,25 +60,12 @@ def moved_module_getattr(old: str) -> Callable[[str], Any]:
     return __getattr__
 
 
-def current_class_path(recorded: str) -> str:
-    """``module.QualName`` of the class a recorded path of this library names today.
-
-    Paths outside ``avalanche_tmc`` and paths that no longer resolve are returned unchanged
-    (only modules of this library are imported, never one named by a file alone)."""
-    if not recorded.startswith("avalanche_tmc."):
-        return recorded
-    parts = recorded.split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        module_name, attributes = ".".join(parts[:split]), parts[split:]
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                value: Any = importlib.import_module(module_name)
-                for attribute in attributes:
-                    value = getattr(value, attribute)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(value, type):
-            return f"{value.__module__}.{value.__qualname__}"
-        return recorded
-    return recorded
+def recorded_class_path(cls: type) -> str:
+    """The path under which checkpoints and component files record ``cls``: where the class
+    lived before the layout moved it (``"avalanche_tmc.analytic.LayerFeatures"``), so a move
+    never changes the structure hashes of the files and checkpoints that name it. Classes
+    outside the moved modules keep their own ``module.QualName``."""
+    for old, new_modules in MOVED_MODULES.items():
+        if cls.__module__ in new_modules:
+            return f"{old}.{cls.__qualname__}"
+    return f"{RECORDED_AS.get(cls.__module__, cls.__module__)}.{cls.__qualname__}"

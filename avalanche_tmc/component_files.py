@@ -5,7 +5,7 @@ A **component file** holds what its experience contributes to a composition:
 
 * the tensors: ``δ_t`` (linearized parameter name -> tensor), or the experience's
   statistics (``gram``, ``cross``, ``target_gram``, ``count``, ``class_sum``,
-  ``class_count``, see :mod:`avalanche_tmc.statistics`);
+  ``class_count``, see :mod:`avalanche_tmc.compose.statistics`);
 * its weight ``w_t`` (1, or the sample count with ``weighting="samples"``; statistics:
   the sample count), the experience id and its classes (task label -> classes), the
   training settings;
@@ -18,7 +18,7 @@ A **component file** holds what its experience contributes to a composition:
 A **composition file** holds the weighted sum ``S = Σ w_t δ_t`` (statistics: their sum),
 the total weight ``W`` and its members (experience, weight, classes, content hash of
 each member's file): ``δ = S / W``. Forgetting a member subtracts its file exactly as
-:class:`~avalanche_tmc.composition.DeltaComposition` does. Composing component files in
+:class:`~avalanche_tmc.compose.deltas.DeltaComposition` does. Composing component files in
 a given order gives bit for bit the sum that ``DeltaComposition`` builds in that order.
 
 Safety: files are read with ``safetensors`` (a JSON header and raw tensor bytes); no
@@ -55,8 +55,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from .additive import AdditiveComposition, tensors_sha256
-from .statistics import STAT_KEYS
+from ._compat import recorded_class_path
+from .compose.additive import AdditiveComposition, tensors_sha256
+from .compose.statistics import STAT_KEYS
 from .tangent import Delta, TangentModel, find_head
 
 __all__ = [
@@ -162,8 +163,8 @@ def content_sha256(tensors: Mapping[str, Tensor]) -> str:
 
 
 def _structure(net: torch.nn.Module) -> Dict[str, str]:
-    modules = "\n".join(f"{name}:{type(m).__module__}.{type(m).__qualname__}" for name, m in net.named_modules())
-    return dict(architecture=f"{type(net).__module__}.{type(net).__qualname__}",
+    modules = "\n".join(f"{name}:{recorded_class_path(type(m))}" for name, m in net.named_modules())
+    return dict(architecture=recorded_class_path(type(net)),
                 modules_sha256=hashlib.sha256(modules.encode()).hexdigest())
 
 
@@ -316,7 +317,7 @@ def strategy_settings(strategy) -> Dict[str, Any]:
 def strategy_components(strategy) -> List[Component]:
     """Every component a strategy holds, in the order learned: a TMC/TME strategy's
     ``δ_t`` (kept components) or an :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`'s
-    statistics (any :class:`~avalanche_tmc.additive.ComposableLearner`)."""
+    statistics (any :class:`~avalanche_tmc.compose.learner.ComposableLearner`)."""
     strategy.check_independent("save its components as files (they cannot be composed or forgotten on their own)")
     settings = strategy_settings(strategy)
     learned, classes = strategy.learned(), strategy.learned_classes()
@@ -796,7 +797,7 @@ def _additive(payload: str) -> AdditiveComposition:
 
 
 def _as_additive(composition: Component) -> AdditiveComposition:
-    """A composition file as the :class:`~avalanche_tmc.additive.AdditiveComposition` it holds."""
+    """A composition file as the :class:`~avalanche_tmc.compose.additive.AdditiveComposition` it holds."""
     additive = _additive(composition.payload)
     additive.merge({m["experience"]: m["weight"] for m in composition.members}, composition.tensors,
                    checksums={m["experience"]: m["sha256"] for m in composition.members})
@@ -810,9 +811,9 @@ def _from_additive(additive: AdditiveComposition, members, first: Component) -> 
 
 def compose_components(components: Iterable[Component]) -> Component:
     """A composition of components and/or compositions, summed in the order given, with
-    the :class:`~avalanche_tmc.additive.AdditiveComposition` the strategies use: for
+    the :class:`~avalanche_tmc.compose.additive.AdditiveComposition` the strategies use: for
     tangent components ``S ← S + w_t δ_t`` from zeros, in ``δ``'s dtype, so the result is
-    bit for bit the sum a :class:`~avalanche_tmc.composition.DeltaComposition` builds in
+    bit for bit the sum a :class:`~avalanche_tmc.compose.deltas.DeltaComposition` builds in
     that order; statistics are added as they are.
 
     :raises IncompatibleComponentsError: different bases (naming the difference), an
@@ -884,7 +885,7 @@ def forget_component(composition: Component, component: Component) -> Component:
 
 def install_composition(strategy, composition: Component, name: str = "the strategy's model") -> None:
     """Put a composition (or component) file into ``strategy`` (a fresh
-    :class:`~avalanche_tmc.additive.ComposableLearner` on the same base, checked first: ``name``
+    :class:`~avalanche_tmc.compose.learner.ComposableLearner` on the same base, checked first: ``name``
     is how messages call its model): its members, by their sum, as if learned there (kept
     only as the sum), their classes recorded; the model then evaluates the composition."""
     check_same_base(model_reference(strategy.model, name), composition)

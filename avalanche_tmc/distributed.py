@@ -73,7 +73,8 @@ import torch.distributed as dist
 from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
-from .additive import AdditiveComposition, ComposableLearner
+from .compose.additive import AdditiveComposition
+from .compose.learner import ComposableLearner
 from .safety import check_new_experience_ids, dependent_plugin_names
 
 __all__ = [
@@ -215,7 +216,7 @@ def _layout(tensors) -> List[Tuple[str, List[int], str]]:
 
 class _Learner:
     """What :func:`train_parallel` does with a strategy, through the
-    :class:`~avalanche_tmc.additive.ComposableLearner` protocol only: its composition set
+    :class:`~avalanche_tmc.compose.learner.ComposableLearner` protocol only: its composition set
     aside during the local training (the process's own sum), then the members of every
     process merged into it."""
 

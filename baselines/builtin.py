@@ -31,7 +31,7 @@ from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.losses import RescaledSquareLoss
+from avalanche_tmc.compose.losses import RescaledSquareLoss
 from avalanche_tmc.plugin import TaskMaskPlugin
 from avalanche_tmc.tangent import TangentModel
 

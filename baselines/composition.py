@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.optim import Optimizer
 
-from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
+from avalanche_tmc.compose.ensemble import log_softmax_ensemble, logit_ensemble
 from avalanche_tmc.plugin import CompositionPlugin
 
 __all__ = [

@@ -34,8 +34,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.multiprocessing as mp
 
-from avalanche_tmc.additive import ComposableLearner
 from avalanche_tmc.component_files import save_component, strategy_components
+from avalanche_tmc.compose.learner import ComposableLearner
 from avalanche_tmc.distributed import (
     DEFAULT_TIMEOUT,
     ParallelTrainingError,

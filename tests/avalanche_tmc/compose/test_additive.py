@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from avalanche_tmc import DeltaComposition, TangentModel, compose
-from avalanche_tmc.additive import AdditiveComposition, ComposableLearner, tensors_sha256
-from avalanche_tmc.analytic import AnalyticHeadStrategy
-from avalanche_tmc.statistics import StatisticsComposition, head_statistics
-from avalanche_tmc.strategies import TMCStrategy
+from avalanche_tmc import AnalyticHeadStrategy, DeltaComposition, TangentModel, TMCStrategy, compose
+from avalanche_tmc.compose.additive import AdditiveComposition, tensors_sha256
+from avalanche_tmc.compose.learner import ComposableLearner
+from avalanche_tmc.compose.statistics import StatisticsComposition, head_statistics
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +143,7 @@ def test_no_caller_guesses_the_strategy_type_and_no_import_cycle():
 
 @pytest.mark.parametrize("weights", [[1e308, 1e308], [float("nan"), 1.0], [float("inf"), 1.0], [0.0, 0.0]])
 def test_ensemble_and_compose_weights_must_sum_to_a_positive_finite_number(weights):
-    from avalanche_tmc.ensemble import log_softmax_ensemble, logit_ensemble
+    from avalanche_tmc.compose.ensemble import log_softmax_ensemble, logit_ensemble
 
     logits = [torch.randn(2, 3), torch.randn(2, 3)]
     for ensemble in (logit_ensemble, log_softmax_ensemble):
