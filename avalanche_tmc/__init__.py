@@ -21,21 +21,6 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
     from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
     from .checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
-    from .component_files import (
-        Component,
-        ComponentExistsError,
-        ComponentFileError,
-        IncompatibleComponentsError,
-        compose_components,
-        composed_delta,
-        forget_component,
-        load_component,
-        load_components,
-        save_component,
-        statistics_component,
-        strategy_components,
-        tangent_component,
-    )
     from .compose.additive import AdditiveComposition
     from .compose.batchnorm import reestimate_batchnorm
     from .compose.deltas import (
@@ -68,6 +53,21 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         train_parallel,
     )
     from .fast_tangent import TracingError
+    from .files import (
+        Component,
+        ComponentExistsError,
+        ComponentFileError,
+        IncompatibleComponentsError,
+        compose_components,
+        composed_delta,
+        forget_component,
+        load_component,
+        load_components,
+        save_component,
+        statistics_component,
+        strategy_components,
+        tangent_component,
+    )
     from .metrics import loss_name
     from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
     from .strategies import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy

@@ -34,6 +34,11 @@ MOVED_MODULES: Dict[str, Tuple[str, ...]] = {
     "avalanche_tmc.ensemble": ("avalanche_tmc.compose.ensemble",),
     "avalanche_tmc.losses": ("avalanche_tmc.compose.losses",),
     "avalanche_tmc.batchnorm": ("avalanche_tmc.compose.batchnorm",),
+    "avalanche_tmc.component_files": ("avalanche_tmc.files", "avalanche_tmc.files.component",
+                                      "avalanche_tmc.files.bases", "avalanche_tmc.files.signing",
+                                      "avalanche_tmc.files.filesystem", "avalanche_tmc.files.header",
+                                      "avalanche_tmc.files.storage", "avalanche_tmc.files.arithmetic",
+                                      "avalanche_tmc.files.learners"),
 }
 
 

@@ -378,7 +378,7 @@ def _check_output(path: str, overwrite: bool) -> None:
     if os.path.isdir(path):
         raise UsageError(f"{path} is a directory; --out names the file to write.")
     if os.path.lexists(path) and not overwrite:
-        from .component_files import ComponentExistsError
+        from .files import ComponentExistsError
 
         raise ComponentExistsError(f"{path} exists; pass --overwrite to replace it.")
     _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
@@ -386,15 +386,15 @@ def _check_output(path: str, overwrite: bool) -> None:
 
 def _key(args):
     """The key of ``--key-file`` (None: the library then reads ``$AVALANCHE_TMC_KEY_FILE``)."""
-    from .component_files import read_key_file
+    from .files import read_key_file
 
     return read_key_file(args.key_file) if getattr(args, "key_file", None) else None
 
 
 def cmd_train_component(args) -> int:
     """Train the named experiences and write one component file per experience."""
-    from .component_files import save_component, strategy_components
     from .distributed import init_parallel, shutdown_parallel, train_parallel
+    from .files import save_component, strategy_components
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file; train-component writes experience-<id>.safetensors files into "
@@ -453,7 +453,7 @@ def cmd_train_component(args) -> int:
 def _read(paths: Sequence[str], quiet: bool, key=None):
     from tqdm import tqdm
 
-    from .component_files import component_paths, load_component
+    from .files import component_paths, load_component
 
     files = component_paths(paths)
     if not files:
@@ -464,7 +464,7 @@ def _read(paths: Sequence[str], quiet: bool, key=None):
 
 def cmd_compose(args) -> int:
     """Compose component (and composition) files into one composition file."""
-    from .component_files import compose_components, save_component
+    from .files import compose_components, save_component
 
     _check_output(args.out, args.overwrite)
     key = _key(args)
@@ -476,7 +476,7 @@ def cmd_compose(args) -> int:
 
 def cmd_forget(args) -> int:
     """Subtract component files from a composition file."""
-    from .component_files import forget_component, load_component, save_component
+    from .files import forget_component, load_component, save_component
 
     _check_output(args.out, args.overwrite)
     key = _key(args)
@@ -508,7 +508,7 @@ def _summary(info: Dict[str, Any]) -> str:
 
 def cmd_inspect(args) -> int:
     """Print what each file holds."""
-    from .component_files import describe
+    from .files import describe
 
     infos = [describe(c) for c in _read(args.files, True, _key(args))]
     print(json.dumps(infos, indent=2) if args.json else "\n".join(_summary(i) for i in infos))
@@ -517,7 +517,7 @@ def cmd_inspect(args) -> int:
 
 def _evaluation_strategy(composition, net, args, progress):
     """A strategy on the factory's network holding the composition (checked to fit it)."""
-    from .component_files import install_composition
+    from .files import install_composition
 
     base = composition.base
     if composition.payload == "delta":
@@ -532,7 +532,7 @@ def _evaluation_strategy(composition, net, args, progress):
 
 def cmd_evaluate(args) -> int:
     """Accuracy of the composition of the files on the data's test stream."""
-    from .component_files import compose_components
+    from .files import compose_components
 
     _check_device(args.device)
     composition = compose_components(_read(args.files, args.quiet, _key(args)))
@@ -723,7 +723,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # before the heavy imports: --help and usage errors answer at once
 
-    from .component_files import ComponentExistsError, ComponentFileError, IncompatibleComponentsError
+    from .files import ComponentExistsError, ComponentFileError, IncompatibleComponentsError
 
     failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
                 ((IncompatibleComponentsError, ComponentExistsError), EXIT_INCOMPATIBLE), (FactoryError, EXIT_FACTORY),

@@ -23,7 +23,7 @@ from avalanche_tmc.cli import (
     EXIT_USAGE,
     main,
 )
-from avalanche_tmc.component_files import compose_components, composed_delta, load_component
+from avalanche_tmc.files import compose_components, composed_delta, load_component
 from tests.avalanche_tmc import cli_factories
 
 ROOT = Path(__file__).resolve().parents[2]

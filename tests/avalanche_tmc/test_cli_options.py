@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from avalanche_tmc.cli import DEFAULT_DATA, DEFAULT_MODEL, EXIT_FACTORY, EXIT_OK, EXIT_USAGE, main
-from avalanche_tmc.component_files import load_component
+from avalanche_tmc.files import load_component
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--epochs", "1", "--quiet"]

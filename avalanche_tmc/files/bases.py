@@ -1,0 +1,129 @@
+"""What base a component belongs to, and whether two components share one.
+
+The **base** of a tangent component is the network's class, a hash of its module
+structure, a hash of the pre-trained weights *and buffers* (BatchNorm statistics), the
+linearized names and shapes, the head size and ``δ``'s dtype; that of an experience's
+head statistics is the feature network's class, structure and weights hash, the head
+type, the random projection and the class count. Components combine only on the same
+base; anything else is refused with an error naming the first difference.
+
+The structure hash names every module's class by :func:`~avalanche_tmc._compat.recorded_class_path`
+(where the class lived when files started recording it), so moving a class never changes
+the hashes of files already written.
+"""
+
+import hashlib
+from collections import OrderedDict
+from typing import Any, Dict, Mapping, Optional
+
+import torch
+from torch import Tensor
+
+from .._compat import recorded_class_path
+from ..compose.additive import tensors_sha256
+from ..tangent import TangentModel, find_head
+from .component import Component, IncompatibleComponentsError
+
+__all__ = [
+    "state_dict_sha256", "weights_sha256", "structure", "tangent_base", "statistics_base", "model_reference",
+    "check_same_base",
+]
+
+
+def state_dict_sha256(state: Mapping[str, Tensor]) -> str:
+    """SHA-256 of a state dict (names, shapes, dtypes and values, in name order):
+    parameters and buffers (BatchNorm statistics) alike."""
+    return tensors_sha256(state)
+
+
+def weights_sha256(net: torch.nn.Module) -> str:
+    """SHA-256 of a network's weights and buffers (:func:`state_dict_sha256` of its state dict)."""
+    return state_dict_sha256(net.state_dict())
+
+
+def structure(net: torch.nn.Module) -> Dict[str, str]:
+    """A network's class (``architecture``) and the SHA-256 of its module structure
+    (``modules_sha256``: every module's name and recorded class path, in order)."""
+    modules = "\n".join(f"{name}:{recorded_class_path(type(m))}" for name, m in net.named_modules())
+    return dict(architecture=recorded_class_path(type(net)),
+                modules_sha256=hashlib.sha256(modules.encode()).hexdigest())
+
+
+def _head_size(model: TangentModel) -> Optional[int]:
+    name = model.head_name
+    if name is None:
+        try:
+            name = find_head(model.model)
+        except ValueError:
+            return None
+    return int(getattr(model.model.get_submodule(name), "out_features", 0)) or None
+
+
+def tangent_base(model: TangentModel) -> Dict[str, Any]:
+    """The base a tangent component belongs to: the network's class and module structure,
+    the hash of its pre-trained weights and buffers (BatchNorm statistics), the linearized
+    names and shapes, the head size and δ's dtype."""
+    dtypes = {str(p.dtype).replace("torch.", "") for p in model.delta_params}
+    return dict(structure(model.model), weights_sha256=weights_sha256(model.model),
+                head_size=_head_size(model), dtype=",".join(sorted(dtypes)),
+                linearized=[[name, list(shape)] for name, shape in model.delta_shapes().items()])
+
+
+def statistics_base(model: torch.nn.Module) -> Dict[str, Any]:
+    """The base an :class:`~avalanche_tmc.analytic.AnalyticClassifier`'s statistics belong
+    to: the feature network (class, structure, weights and buffers), the head type, the
+    random projection (width and seed) and the number of classes."""
+    return dict(structure(model.features), weights_sha256=weights_sha256(model.features),
+                head_size=int(model.num_classes), head=model.head, projection_dim=model.projection_dim,
+                projection_seed=model.seed)
+
+
+_BASE_ORDER = (
+    ("architecture", "network class"), ("modules_sha256", "module structure"), ("head_size", "head size"),
+    ("linearized", "linearized parameters"), ("head", "head type"), ("projection_dim", "random projection width"),
+    ("projection_seed", "random projection seed"), ("weights_sha256", "pre-trained weights or BatchNorm statistics"),
+    ("dtype", "dtype"),
+)
+
+
+def _base_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[str]:
+    """The first difference between two bases, in words (None when they are the same)."""
+    for key, label in _BASE_ORDER:
+        if a.get(key) == b.get(key):
+            continue
+        if key == "linearized":
+            left, right = dict((n, tuple(s)) for n, s in a.get(key) or []), dict(
+                (n, tuple(s)) for n, s in b.get(key) or [])
+            only_a, only_b = sorted(set(left) - set(right)), sorted(set(right) - set(left))
+            shapes = [f"{n}: {left[n]} vs {right[n]}" for n in left if n in right and left[n] != right[n]]
+            parts = ([f"only in the first: {only_a[:5]}"] if only_a else []) + (
+                [f"only in the second: {only_b[:5]}"] if only_b else []) + (
+                [f"shapes differ: {'; '.join(shapes[:5])}"] if shapes else [])
+            return f"the linearized parameters differ ({', '.join(parts) or 'order differs'})"
+        shown = [str(v)[:16] + ("…" if len(str(v)) > 16 else "") for v in (a.get(key), b.get(key))]
+        return f"the {label} differs ({shown[0]} vs {shown[1]})"
+    return None
+
+
+def model_reference(model: torch.nn.Module, name: str = "the model") -> Component:
+    """An empty stand-in for ``model`` (a :class:`~avalanche_tmc.tangent.TangentModel` or an
+    :class:`~avalanche_tmc.analytic.AnalyticClassifier`) to check files against with
+    :func:`check_same_base`; ``name`` is how messages call it."""
+    if isinstance(model, TangentModel):
+        return Component("component", "delta", OrderedDict(), 1.0, [], tangent_base(model), path=name)
+    return Component("component", "statistics", OrderedDict(), 1.0, [], statistics_base(model), path=name)
+
+
+def check_same_base(a: Component, b: Component) -> None:
+    """Raise :class:`IncompatibleComponentsError` unless ``a`` and ``b`` can be combined:
+    same payload and the same base, the message naming the first difference."""
+    if a.payload != b.payload:
+        raise IncompatibleComponentsError(
+            f"{a.name()} holds {a.payload} and {b.name()} holds {b.payload}: tangent components and head "
+            "statistics do not combine.")
+    difference = _base_difference(a.base, b.base)
+    if difference is not None:
+        raise IncompatibleComponentsError(
+            f"{a.name()} and {b.name()} come from different base models: {difference}. Components combine only "
+            "if they were trained around the same pre-trained network (same weights and BatchNorm statistics), "
+            "with the same head size and linearized parameters.")

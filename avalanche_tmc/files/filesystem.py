@@ -1,0 +1,119 @@
+"""Bytes to and from the file system, safely: regular files only, bounded reads, atomic
+and exclusive writes.
+
+A file is written to a temporary file next to its path and put in place in one step, so a
+reader never sees half a file; without overwriting, of several writers exactly one
+succeeds (:class:`~avalanche_tmc.files.component.ComponentExistsError` for the others).
+Temporary files are removed on error, and those left by a killed writer are removed by the
+next write of the same file. Only regular files are read (a FIFO, a device or a directory
+is refused without blocking).
+"""
+
+import os
+import secrets
+import socket
+import stat
+from typing import BinaryIO, Tuple
+
+from .component import ComponentExistsError, ComponentFileError, _refuse
+
+__all__ = ["write_atomically"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _remove_stale_temporaries(directory: str, base: str) -> None:
+    """Remove ``.<base>.<host>.<pid>.*.tmp`` left by a writer of this host that died (killed)."""
+    host = socket.gethostname()
+    prefix = f".{base}."
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        parts = name[len(prefix):-len(".tmp")].rsplit(".", 2)
+        if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and not _alive(int(parts[1])):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _link_exclusively(tmp: str, path: str, data: bytes) -> None:
+    """Put the complete file ``tmp`` at ``path`` unless ``path`` exists, in one step (a hard
+    link); where the file system has no hard links, create ``path`` exclusively and write it."""
+    exists = ComponentExistsError(f"{path} exists (another process may have written it meanwhile); nothing was "
+                                  "written. Pass overwrite=True (--overwrite) to replace it.")
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise exists from None
+    except OSError:  # no hard links here (some network or FUSE file systems)
+        pass
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise exists from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BaseException:
+        os.remove(path)
+        raise
+
+
+def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file put in place in one step;
+    ``overwrite=False`` creates ``path`` exclusively (:class:`ComponentExistsError` if it
+    exists, also when another process created it meanwhile). The directory is created if
+    needed; temporaries of dead writers of the same file are removed first."""
+    directory, base = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    _remove_stale_temporaries(directory, base)
+    tmp = os.path.join(directory, f".{base}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _link_exclusively(tmp, path, data)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
+def _read_regular_file(path: str) -> Tuple[BinaryIO, int]:
+    """(file object, size) of a regular file; anything else (a FIFO, a device, a directory)
+    is refused without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise ComponentFileError(f"{path}: cannot be read ({error.strerror or error}).") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _refuse(path, "it is not a regular file (a FIFO, a device or a directory)")
+    return os.fdopen(fd, "rb"), info.st_size
+
+
+def _read_exactly(f: BinaryIO, size: int, path: str) -> bytes:
+    """``size`` bytes of ``f``; refused if the file no longer has them (it changed meanwhile)."""
+    data = f.read(size)
+    if len(data) != size:
+        raise _refuse(path, "the file changed size while being read")
+    return data

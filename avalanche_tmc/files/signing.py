@@ -1,0 +1,67 @@
+"""Integrity and authenticity of a file: one hash over its metadata, an optional HMAC.
+
+One hash (``file_sha256``) covers every metadata entry of a file (weights, members,
+experience ids, base, settings) and, through ``content_sha256``, its tensors. With a
+shared key (``key=``, ``$AVALANCHE_TMC_KEY_FILE``, the command line's ``--key-file``)
+files are signed with HMAC-SHA256 of that hash, and a reader holding the key refuses
+unsigned or wrongly signed files: that defends against tampering in transit or at rest
+and files from outside the federation, not against a key holder that trains a poisoned
+``δ`` on purpose.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+from typing import Mapping, Optional, Union
+
+from .component import ComponentFileError
+
+__all__ = ["KEY_ENVIRONMENT", "read_key_file", "resolve_key"]
+
+KEY_ENVIRONMENT = "AVALANCHE_TMC_KEY_FILE"
+"""The environment variable naming a key file: used when no ``key`` argument is given."""
+
+_MIN_KEY = 16
+
+
+def read_key_file(path: str) -> bytes:
+    """The shared key held in file ``path`` (its bytes, a trailing newline removed; at least
+    16 bytes). Raises :class:`ComponentFileError` when it cannot be used."""
+    try:
+        with open(path, "rb") as f:
+            key = f.read(1 << 16).rstrip(b"\r\n")
+    except OSError as error:
+        raise ComponentFileError(f"key file {path}: cannot be read ({error.strerror or error}).") from None
+    if len(key) < _MIN_KEY:
+        raise ComponentFileError(f"key file {path}: the key has {len(key)} bytes; use at least {_MIN_KEY} random bytes "
+                                 "(e.g. python -c \"import secrets; print(secrets.token_hex(32))\" > key).")
+    return key
+
+
+def resolve_key(key: Union[None, bytes, str] = None) -> Optional[bytes]:
+    """The key to sign and check files with: ``key`` (bytes, or text encoded as UTF-8), else
+    the file named by ``$AVALANCHE_TMC_KEY_FILE``, else None (files are not signed, and
+    signatures are not required)."""
+    if key is None:
+        path = os.environ.get(KEY_ENVIRONMENT)
+        return read_key_file(path) if path else None
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    if len(key) < _MIN_KEY:
+        raise ValueError(f"A signing key needs at least {_MIN_KEY} bytes, got {len(key)}.")
+    return key
+
+
+_SIGNED_FIELDS = ("file_sha256", "hmac_sha256")
+
+
+def _metadata_sha256(metadata: Mapping[str, str]) -> str:
+    """The integrity hash: every metadata entry (the tensors' content hash among them), in
+    key order, except the hash and the signature themselves."""
+    covered = {k: v for k, v in metadata.items() if k not in _SIGNED_FIELDS}
+    return hashlib.sha256(json.dumps(covered, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def _signature(key: bytes, file_sha256: str) -> str:
+    """HMAC-SHA256 of a file's integrity hash with the shared key."""
+    return hmac.new(key, file_sha256.encode(), hashlib.sha256).hexdigest()

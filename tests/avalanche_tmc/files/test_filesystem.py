@@ -1,0 +1,125 @@
+"""Writes and reads on the file system (issue 21): exclusive atomic writes, temporaries of
+dead writers removed, only regular files read."""
+
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import avalanche_tmc.files as cf
+from avalanche_tmc import TangentModel
+from tests.avalanche_tmc.files.common import ROOT, same_net
+from tests.helpers import NUM_CLASSES, random_delta
+
+
+def _write_once(path, barrier, results, model_state):
+    model = TangentModel(same_net(), num_classes=NUM_CLASSES)
+    component = cf.tangent_component(model, random_delta(model), 0)
+    barrier.wait()
+    try:
+        cf.save_component(component, path, overwrite=False)
+        results.put("won")
+    except cf.ComponentExistsError:
+        results.put("exists")
+
+
+def test_of_two_concurrent_exclusive_writers_exactly_one_wins(tmp_path):
+    """Issue 21: two `compose` without --overwrite writing the same --out both succeeded (10 of 10 tries)."""
+    context = multiprocessing.get_context("fork")
+    for attempt in range(10):
+        path = str(tmp_path / f"out-{attempt}.safetensors")
+        barrier, results = context.Barrier(2), context.Queue()
+        workers = [context.Process(target=_write_once, args=(path, barrier, results, None)) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert sorted(results.get(timeout=5) for _ in workers) == ["exists", "won"], attempt
+        cf.load_component(path)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_an_existing_output_is_kept_and_temporaries_of_dead_writers_are_removed(files, tmp_path, model):
+    """Issue 21: a SIGKILLed compose sometimes left a partial .tmp."""
+    before = open(files[0], "rb").read()
+    with pytest.raises(cf.ComponentExistsError, match="exists"):
+        cf.save_component(cf.load_component(files[1]), files[0], overwrite=False)
+    assert open(files[0], "rb").read() == before
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+    stale = tmp_path / f".experience-0.safetensors.{host}.{dead.pid}.abcd.tmp"
+    alive = tmp_path / f".experience-0.safetensors.{host}.{os.getppid()}.abcd.tmp"  # a writer still running
+    stale.write_bytes(b"partial")
+    alive.write_bytes(b"partial")
+    cf.save_component(cf.load_component(files[0]), files[0])
+    assert not stale.exists() and alive.exists()
+    assert [c.experience for c in cf.load_components(str(tmp_path))] == [0, 1, None]
+
+
+class _Alarm:
+    def __enter__(self):
+        signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("the read blocked")))
+        signal.alarm(10)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+
+
+def test_only_regular_files_are_read(tmp_path):
+    """Issue 21: a FIFO hung load_components; a symlink to /dev/zero read until memory ran out."""
+    fifo = tmp_path / "experience-0.safetensors"
+    os.mkfifo(fifo)
+    zero = tmp_path / "experience-1.safetensors"
+    zero.symlink_to("/dev/zero")
+    with _Alarm():
+        for path in (fifo, zero, tmp_path):
+            with pytest.raises(cf.ComponentFileError, match="not a regular file"):
+                cf.load_component(str(path))
+        with pytest.raises(cf.ComponentFileError, match="not a regular file"):
+            cf.load_components(str(tmp_path))
+
+
+_WRITER = """
+import sys, torch
+import avalanche_tmc.files as cf
+tensors = {"x": torch.randn(2_000_000)}
+print("ready", flush=True)
+while True:
+    cf.save_component(cf.Component("composition", "delta", tensors, 0.0, [], {}), sys.argv[1])
+"""
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    """Issue 21: a SIGKILLed compose sometimes left a partial .tmp behind."""
+    path = tmp_path / "out.safetensors"
+    left = 0
+    for _ in range(3):
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE)
+        assert writer.stdout.readline().strip() == b"ready"
+        time.sleep(0.5)
+        writer.kill()
+        writer.wait()
+        left += len([n for n in os.listdir(tmp_path) if n.endswith(".tmp")])
+    cf.save_component(cf.Component("composition", "delta", {"x": torch.zeros(3)}, 0.0, [], {}), str(path))
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == [], left
+
+
+def test_exclusive_writes_without_hard_links(files, tmp_path, monkeypatch):
+    def no_links(*args):
+        raise PermissionError("hard links are not supported here")
+
+    monkeypatch.setattr(os, "link", no_links)
+    component = cf.load_component(files[0])
+    out = str(tmp_path / "out.safetensors")
+    cf.save_component(component, out, overwrite=False)
+    with pytest.raises(cf.ComponentExistsError):
+        cf.save_component(component, out, overwrite=False)
+    assert cf.load_component(out).sha256 == component.sha256
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]

@@ -1,0 +1,64 @@
+"""Files and strategies: components written as they are learned, strategies built from
+files equal to the trained ones, a composition installed into a fresh strategy."""
+
+import os
+
+import pytest
+
+import avalanche_tmc.files as cf
+from avalanche_tmc import (
+    AnalyticClassifier,
+    AnalyticHeadStrategy,
+    TangentModel,
+    TMCSeqStrategy,
+    TMCStrategy,
+    penultimate,
+)
+from tests.avalanche_tmc.files.common import base_net, equal, tmc, train
+from tests.helpers import NUM_CLASSES, quiet_evaluator
+
+
+def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path):
+    strategy = tmc(component_dir=str(tmp_path))
+    train(strategy, bm.train_stream[:1])
+    assert os.listdir(tmp_path) == ["experience-0.safetensors"]
+    component = cf.load_component(str(tmp_path / "experience-0.safetensors"))
+    assert equal(component.tensors, strategy.components[0])
+    assert component.experience == 0 and component.weight == 1.0
+    assert component.classes == {0: sorted(bm.train_stream[0].classes_in_this_experience)}
+    assert component.settings["lr"] == 1e-2 and component.settings["mode"] == "tmc"
+    with pytest.raises(ValueError, match="TMC-Seq"):
+        tmc(strategy=TMCSeqStrategy, component_dir=str(tmp_path))
+
+
+def test_a_strategy_built_from_files_equals_the_trained_one(trained, bm):
+    strategy, directory = trained
+    rebuilt = TMCStrategy.from_components(directory, model=TangentModel(base_net(), num_classes=NUM_CLASSES), lr=1e-2,
+                                          weighting="samples", evaluator=quiet_evaluator())
+    assert rebuilt.tangent_plugin.composition.keys == [0, 1, 2, 3]
+    assert equal(rebuilt.composed_delta, strategy.composed_delta)
+    assert dict(rebuilt.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
+    key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
+    assert rebuilt.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
+    rebuilt.forget(1)  # and forgets like the original
+    strategy_copy = TMCStrategy.from_components(directory, model=TangentModel(base_net(), num_classes=NUM_CLASSES),
+                                                lr=1e-2, weighting="samples", evaluator=quiet_evaluator())
+    strategy_copy.forget(1)
+    assert equal(rebuilt.composed_delta, strategy_copy.composed_delta)
+    with pytest.raises(cf.IncompatibleComponentsError, match="already learned"):
+        rebuilt.load_components(os.path.join(directory, "experience-0.safetensors"))
+
+
+def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm):
+    strategy, directory = trained
+    composition = cf.compose_components(cf.load_components(directory))
+    fresh = tmc(weighting="samples")
+    cf.install_composition(fresh, composition)
+    assert fresh.learned().keys == [0, 1, 2, 3] and equal(fresh.composed_delta, strategy.composed_delta)
+    assert dict(fresh.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
+    key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
+    assert fresh.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
+    head = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(base_net()), NUM_CLASSES),
+                                evaluator=quiet_evaluator())
+    with pytest.raises(cf.IncompatibleComponentsError):
+        cf.install_composition(head, composition)
