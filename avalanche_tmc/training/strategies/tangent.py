@@ -1,12 +1,13 @@
 """TMC, TME and TMC-Seq as Avalanche strategies: a ``SupervisedTemplate`` plus a
-:class:`~avalanche_tmc.plugin.TangentPlugin`, with keyword-only constructors like
-Avalanche's ``Naive``."""
+:class:`~avalanche_tmc.training.plugins.tangent.TangentPlugin` and a
+:class:`~avalanche_tmc.training.plugins.divergence.DivergenceGuardPlugin`, with keyword-only
+constructors like Avalanche's ``Naive``."""
 
 import math
 import numbers
 import os
 from collections import OrderedDict
-from typing import Callable, Hashable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Union
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -14,14 +15,15 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch.optim import Optimizer
 
-from .additive import ComposableLearner
-from .composition import DeltaComposition
-from .distributed import UnshardedLoaders
-from .losses import RescaledSquareLoss
-from .metrics import default_tangent_evaluator
-from .plugin import TangentPlugin
-from .safety import FailSafeTraining, check_train_epochs
-from .tangent import Delta, TangentModel
+from ...compose.deltas import DeltaComposition
+from ...compose.learner import ComposableLearner
+from ...compose.losses import RescaledSquareLoss
+from ...distributed import UnshardedLoaders
+from ...tangent import Delta, TangentModel
+from ..metrics import default_tangent_evaluator
+from ..mixins import AllOrNothingTraining, check_train_epochs
+from ..plugins.divergence import DivergenceGuardPlugin
+from ..plugins.tangent import TangentPlugin
 
 __all__ = ["DEFAULT_LR", "TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
@@ -32,13 +34,15 @@ ResNet-50, 50 epochs per task); at a few epochs on small networks ``δ`` hardly 
 it (README, "Default learning rates"): pass ``lr=1e-4`` to reproduce the paper's setting."""
 
 
-class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
+class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
     """Shared constructor of the tangent strategies; subclasses fix ``mode``.
 
     ``train()`` is all or nothing: an experience id that is already composed is refused
-    before training, and on any exception (a bad label, :class:`~avalanche_tmc.plugin.DivergenceError`,
+    before training, and on any exception (a bad label, :class:`~avalanche_tmc.training.divergence.DivergenceError`,
     ``KeyboardInterrupt``) the components, the model's ``δ``, the optimizer state and the
-    clock are as before the call."""
+    clock are as before the call (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
+    :attr:`tangent_plugin` trains and composes the components, :attr:`divergence_guard`
+    stops a diverging experience."""
 
     mode = "tmc"
     payload = "delta"
@@ -62,7 +66,7 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
         eval_every: int = -1,
         component_dir: Optional[str] = None,
-        **base_kwargs,
+        **base_kwargs: Any,
     ):
         """
         :param model: a :class:`TangentModel` (wrap your pre-trained network in one).
@@ -96,6 +100,7 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         if criterion is None:
             criterion = RescaledSquareLoss(alpha=1.0, beta=beta)
         check_train_epochs(train_epochs)
+        self.divergence_guard = DivergenceGuardPlugin()
         self.tangent_plugin = TangentPlugin(
             self.mode, weighting=weighting, keep_components=keep_components, task_incremental=task_incremental
         )
@@ -113,21 +118,13 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
             train_epochs=train_epochs,
             eval_mb_size=eval_mb_size,
             device=device,
-            plugins=[self.tangent_plugin, *(plugins or [])],
+            # the guard first: its end-of-experience check runs before the component is composed
+            plugins=[self.divergence_guard, self.tangent_plugin, *(plugins or [])],
             # Avalanche's default, with losses named for what they are (RSL_Loss_*, TME's NLL_Loss_*)
             evaluator=default_tangent_evaluator if evaluator is default_evaluator else evaluator,
             eval_every=eval_every,
             **base_kwargs,
         )
-
-    def _learned_ids(self):
-        return self.tangent_plugin.composition
-
-    def _snapshot_learner(self):
-        return self.tangent_plugin.snapshot(self)
-
-    def _restore_learner(self, snapshot) -> None:
-        self.tangent_plugin.restore(self, snapshot)
 
     # ------------------------------------------------------------------ ComposableLearner
     def learned(self) -> DeltaComposition:
@@ -146,17 +143,17 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
                 "before it, so experience t must wait for t-1 (sequential by definition). Use TMCStrategy or "
                 "TMEStrategy (independent components) for parallel or federated training.")
 
-    def learned_settings(self) -> dict:
+    def learned_settings(self) -> Dict[str, Any]:
         return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting,
                     fingerprint=self.model.base_fingerprint())
 
-    def installed(self, classes) -> None:
+    def installed(self, classes: Dict[Hashable, Dict[int, List[int]]]) -> None:
         self.tangent_plugin.installed(self.model, classes)
 
-    def learned_classes(self) -> dict:
+    def learned_classes(self) -> Dict[Hashable, Dict[int, List[int]]]:
         return dict(self.tangent_plugin.component_classes)
 
-    def component_settings(self) -> dict:
+    def component_settings(self) -> Dict[str, Any]:
         return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
 
     def base_network(self) -> torch.nn.Module:
@@ -173,15 +170,16 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         """The composed δ the strategy evaluates (TMC, TMC-Seq)."""
         return self.tangent_plugin.composition.composed()
 
-    def _write_component(self, strategy, key, delta, weight) -> None:
-        from .component_files import save_component, strategy_settings, tangent_component
+    def _write_component(self, strategy: SupervisedTemplate, key: Hashable, delta: Delta, weight: float) -> None:
+        from ...component_files import save_component, strategy_settings, tangent_component
 
         component = tangent_component(self.model, delta, key, weight=weight,
                                       classes=self.tangent_plugin.component_classes.get(key),
                                       settings=strategy_settings(self))
         save_component(component, os.path.join(self.component_dir, f"experience-{key}.safetensors"))
 
-    def load_components(self, paths: Union[str, Sequence[str]], *, key=None) -> List[Hashable]:
+    def load_components(self, paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None
+                        ) -> List[Hashable]:
         """Compose component files (a directory: its ``.safetensors`` files) as if their
         experiences had been trained here; returns their experience ids.
 
@@ -193,7 +191,7 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
             another base (naming the difference), an experience already composed, a
             composition file (load its component files instead).
         """
-        from .component_files import components_for
+        from ...component_files import components_for
 
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
@@ -204,7 +202,8 @@ class _TangentStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, Su
         return [c.experience for c in components]
 
     @classmethod
-    def from_components(cls, paths: Union[str, Sequence[str]], *, model: TangentModel, key=None, **kwargs):
+    def from_components(cls, paths: Union[str, Sequence[str]], *, model: TangentModel,
+                        key: Union[None, bytes, str] = None, **kwargs: Any) -> "_TangentStrategy":
         """A strategy built on ``model`` (the same base the files were trained on) holding
         the components of ``paths`` (files, or a directory of them), ready to evaluate,
         train more experiences, or forget some; ``key`` as for :meth:`load_components`,

@@ -1,8 +1,9 @@
 """Training-free continual heads composed through sufficient statistics, as Avalanche strategies.
 
 ``AnalyticHeadStrategy`` keeps a network frozen and, for every experience, computes the
-statistics of :mod:`avalanche_tmc.statistics` from one pass over its data (no SGD). The
-head is re-solved in closed form from the *sum* of the experiences' statistics:
+statistics of :mod:`avalanche_tmc.compose.statistics` from one pass over its data (no SGD);
+the model that holds the head is :class:`~avalanche_tmc.models.analytic.AnalyticClassifier`.
+The head is re-solved in closed form from the *sum* of the experiences' statistics:
 
 * ``head="ridge"``: ridge regression onto one-hot targets, λ by GCV on the training
   statistics (optionally on a fixed random ReLU projection of the features: with
@@ -14,162 +15,29 @@ anywhere), memory is fixed whatever the number of tasks, and ``forget(exp_id)`` 
 an experience exactly: the head equals the one solved without that experience.
 """
 
-import copy
 from collections import OrderedDict
-from typing import Callable, Dict, Hashable, List, Optional, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Union
 
 import torch
-import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
 from avalanche.training.templates import SupervisedTemplate
-from torch import Tensor, nn
+from torch import nn
 
-from .additive import ComposableLearner
-from .distributed import UnshardedLoaders
-from .plugin import TaskMaskPlugin, experience_task_classes
-from .safety import FailSafeTraining, check_forget, dependent_plugin_names, purge_replay, replay_groups
-from .statistics import (
-    HeadStats,
-    RandomReLUFeatures,
-    StatisticsComposition,
-    add_statistics,
-    class_means,
-    head_statistics,
-    ridge_head,
-)
-from .tangent import find_head
+from ...compose.learner import ComposableLearner
+from ...compose.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
+from ...distributed import UnshardedLoaders
+from ...models.analytic import AnalyticClassifier
+from ..divergence import DivergenceError
+from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..mixins import AllOrNothingTraining
+from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
 
-__all__ = ["HEADS", "penultimate", "LayerFeatures", "AnalyticClassifier", "AnalyticHeadStrategy"]
-
-HEADS = ("ridge", "ncm")
+__all__ = ["refuse_optimizer_arguments", "AnalyticHeadStrategy"]
 
 
-def penultimate(model: nn.Module, head: Optional[str] = None) -> nn.Module:
-    """A frozen copy of ``model`` whose classification layer is replaced by the identity,
-    so that it outputs the head's input features."""
-    features = copy.deepcopy(model)
-    name = head if head is not None else find_head(features)
-    parent_name, _, child = name.rpartition(".")
-    setattr(features.get_submodule(parent_name) if parent_name else features, child, nn.Identity())
-    return features.eval().requires_grad_(False)
-
-
-class _Reached(Exception):
-    """Raised by the hook of :class:`LayerFeatures` to stop the forward pass early."""
-
-
-class LayerFeatures(nn.Module):
-    """A frozen copy of ``model`` that outputs the output of module ``layer``, averaged
-    over every dimension after the channel one (global average pooling for a conv map, a
-    token mean for a ``(batch, tokens, dim)`` output), as ``(batch, channels)`` features.
-
-    What it is for: the statistics heads on an earlier layer than the head's input. On
-    small images a network's last activations can be mostly zero (e.g. ReLU6 after
-    ImageNet BatchNorm statistics), while a block's pooled output still separates the
-    classes. The forward pass stops at ``layer``.
-    """
-
-    def __init__(self, model: nn.Module, layer: str):
-        super().__init__()
-        modules = dict(model.named_modules())
-        if layer not in modules or not layer:
-            names = [n for n, m in model.named_modules() if n and next(m.parameters(), None) is not None]
-            raise ValueError(f"LayerFeatures: the model has no module {layer!r}; e.g. one of {names[-8:]}.")
-        self.model = copy.deepcopy(model).eval().requires_grad_(False)
-        self.layer = layer
-        self.model.get_submodule(layer).register_forward_hook(self._stop)
-
-    @staticmethod
-    def _stop(module, inputs, output):
-        raise _Reached(output)
-
-    def forward(self, x: Tensor) -> Tensor:
-        try:
-            self.model(x)
-        except _Reached as reached:
-            out = reached.args[0]
-        else:  # the hook never fired: the layer is not on the forward path
-            raise RuntimeError(f"LayerFeatures: module {self.layer!r} was not called by the model's forward.")
-        if not isinstance(out, Tensor):
-            raise TypeError(f"LayerFeatures: module {self.layer!r} returns {type(out).__name__}, not a tensor.")
-        if out.dim() == 4:  # (batch, channels, height, width)
-            return out.mean((2, 3))
-        if out.dim() == 3:  # (batch, tokens, dim)
-            return out.mean(1)
-        return out.flatten(1)
-
-
-class AnalyticClassifier(nn.Module):
-    """Frozen features -> optional random ReLU projection -> a head solved in closed form.
-
-    :param features: a network producing (batch, D) features (e.g. :func:`penultimate`).
-    :param num_classes: size of the output.
-    :param projection_dim: if given, features go through a fixed seeded
-        :class:`RandomReLUFeatures` of this width first (RanPAC style).
-    :param head: ``"ridge"`` or ``"ncm"``.
-    """
-
-    def __init__(self, features: nn.Module, num_classes: int, *, projection_dim: Optional[int] = None,
-                 head: str = "ridge", seed: int = 0):
-        super().__init__()
-        if head not in HEADS:
-            raise ValueError(f"head must be one of {HEADS}, got {head!r}.")
-        self.features = features.eval().requires_grad_(False)
-        self.num_classes = num_classes
-        self.head = head
-        self.projection_dim = projection_dim
-        self.seed = seed
-        self.projection: Optional[RandomReLUFeatures] = None
-        self.register_buffer("weight", torch.zeros(0))
-        self.register_buffer("means", torch.zeros(0))
-        self.ridge_lambda: Optional[float] = None
-
-    def train(self, mode: bool = True) -> "AnalyticClassifier":
-        """Set the wrapper's flag only: the feature network stays in eval mode."""
-        self.training = mode
-        self.features.eval()
-        return self
-
-    def embed(self, x: Tensor) -> Tensor:
-        """The features the head sees (projected when asked; a constant 1 appended for
-        the ridge head's bias)."""
-        with torch.no_grad():
-            phi = self.features(x).flatten(1)
-            if self.projection_dim is not None:
-                if self.projection is None:
-                    self.projection = RandomReLUFeatures(phi.shape[1], self.projection_dim, self.seed).to(phi.device)
-                phi = self.projection(phi)
-            if self.head == "ridge":
-                phi = torch.cat([phi, torch.ones_like(phi[:, :1])], dim=1)
-        return phi
-
-    def fit(self, stats: HeadStats, ridge_lambda: Optional[float] = None) -> None:
-        """Solve the head from (summed) statistics."""
-        if self.head == "ridge":
-            weight, self.ridge_lambda = ridge_head(stats, ridge_lambda)
-            self.weight = weight.to(torch.float32)
-        else:
-            means = class_means(stats)
-            means[stats["class_count"] == 0] = float("nan")  # never seen: never predicted
-            self.means = means.to(torch.float32)
-
-    def scores(self, phi: Tensor) -> Tensor:
-        """Class scores of embedded features."""
-        if self.head == "ridge":
-            if self.weight.numel() == 0:
-                return phi.new_zeros(len(phi), self.num_classes)
-            return phi @ self.weight
-        if self.means.numel() == 0:
-            return phi.new_zeros(len(phi), self.num_classes)
-        cosine = F.normalize(phi, dim=1) @ F.normalize(self.means.nan_to_num(0.0), dim=1).T
-        return cosine.masked_fill(torch.isnan(self.means[:, 0]).unsqueeze(0), -2.0)  # below any cosine
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.scores(self.embed(x))
-
-
-def refuse_optimizer_arguments(strategy: str, train_epochs, optimizer, plugins) -> None:
+def refuse_optimizer_arguments(strategy: str, train_epochs: Any, optimizer: Any,
+                               plugins: Optional[Sequence[Any]]) -> None:
     """Refuse, with what to do instead, the arguments a training-free strategy cannot honour:
     ``train_epochs`` other than 1, an ``optimizer``, and plugins that drive the optimizer."""
     from avalanche.training.plugins import LRSchedulerPlugin
@@ -186,14 +54,16 @@ def refuse_optimizer_arguments(strategy: str, train_epochs, optimizer, plugins) 
                              f"{type(plugin).__name__} has no learning rate to schedule: remove it from plugins.")
 
 
-class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders, SupervisedTemplate):
+class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
     the exact statistics). ``components`` maps experience id -> its statistics and
     ``forget(exp_id)`` removes one exactly. ``train()`` is all or nothing: an experience
-    id already learned is refused before the pass, and on any exception the statistics,
-    the head and the task classes are as before the call.
+    id already learned is refused before the pass, and on any exception (a
+    :class:`~avalanche_tmc.training.divergence.DivergenceError` for non-finite features
+    included) the statistics, the head and the task classes are as before the call
+    (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
     """
 
     def __init__(
@@ -212,7 +82,7 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
         eval_every: int = -1,
         optimizer: None = None,
-        **base_kwargs,
+        **base_kwargs: Any,
     ):
         """
         :param model: an :class:`AnalyticClassifier`.
@@ -230,30 +100,29 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
-        self._replayed = {}  # experience id -> replay/distillation plugins active when learned
-        self._replay_groups = {}  # experience id -> its replay buffer groups (safety.replay_groups)
-        self.component_classes = {}  # experience id -> task label -> classes
+        self._replayed: Dict[Hashable, List[str]] = {}  # experience id -> replay/distillation plugins when learned
+        self._replay_groups: Dict[Hashable, Dict[int, int]] = {}  # experience id -> its replay buffer groups
+        self.component_classes: Dict[Hashable, Dict[int, List[int]]] = {}  # experience id -> task label -> classes
         super().__init__(
             model=model, optimizer=None, criterion=criterion, train_mb_size=train_mb_size, train_epochs=1,
             eval_mb_size=eval_mb_size, device=device, plugins=[TaskMaskPlugin(task_incremental), *(plugins or [])],
             evaluator=evaluator, eval_every=eval_every, **base_kwargs,
         )
 
-    def _learned_ids(self):
-        return self.statistics
-
-    def _snapshot_learner(self):
+    def snapshot_learner(self) -> Dict[str, Any]:
+        """What the strategy has learned (statistics, the solved head, the replay and class
+        records), for :meth:`restore_learner`: its part of a training transaction (the task
+        masks and the clock are the transaction's own parts)."""
         model, stats = self.model, self.statistics
         return dict(
             statistics=stats.snapshot(),
             weight=model.weight, means=model.means, ridge_lambda=model.ridge_lambda, projection=model.projection,
             pending=self._pending, replayed=dict(self._replayed), replay_groups=dict(self._replay_groups),
             component_classes=dict(self.component_classes),
-            masks=[(p, p.mask_state()) for p in self.plugins if isinstance(p, TaskMaskPlugin)],
-            clock=dict(vars(self.clock)),
         )
 
-    def _restore_learner(self, snap) -> None:
+    def restore_learner(self, snap: Dict[str, Any]) -> None:
+        """Go back exactly to a :meth:`snapshot_learner`."""
         model, stats = self.model, self.statistics
         stats.restore(snap["statistics"])
         model.weight, model.means = snap["weight"], snap["means"]
@@ -262,14 +131,11 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         self._replayed = dict(snap["replayed"])
         self._replay_groups = dict(snap["replay_groups"])
         self.component_classes = dict(snap["component_classes"])
-        for plugin, state in snap["masks"]:
-            plugin.load_mask_state(state)
-        vars(self.clock).update(snap["clock"])
 
-    def make_optimizer(self, **kwargs) -> None:
+    def make_optimizer(self, **kwargs: Any) -> None:
         """No optimizer: the head is solved in closed form."""
 
-    def training_epoch(self, **kwargs) -> None:
+    def training_epoch(self, **kwargs: Any) -> None:
         """One pass over the experience, accumulating its statistics, as Avalanche's SGD
         epoch does it: it stops when a plugin calls ``stop_training()`` (the statistics then
         hold the batches seen so far), fires the forward callbacks around the feature pass
@@ -286,7 +152,7 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
             self.mb_output = self.model.scores(phi)
             self._after_forward(**kwargs)
             if not bool(torch.isfinite(phi).all()):
-                raise ValueError(
+                raise DivergenceError(
                     f"Experience {self.experience.current_experience}: the features of training iteration "
                     f"{self.clock.train_exp_iterations + 1} hold NaN/inf (check the data and the feature "
                     "network). Nothing was added: non-finite statistics would spoil the head.")
@@ -296,11 +162,11 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
                 self.loss += self.criterion()
             self._after_training_iteration(**kwargs)
 
-    def _before_training_exp(self, **kwargs) -> None:
+    def _before_training_exp(self, **kwargs: Any) -> None:
         self._pending = None
         super()._before_training_exp(**kwargs)
 
-    def _after_training_exp(self, **kwargs) -> None:
+    def _after_training_exp(self, **kwargs: Any) -> None:
         key = self.experience.current_experience
         if key in self.statistics:
             raise KeyError(f"Experience {key} was already learned; forget it first to learn it again.")
@@ -341,13 +207,13 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         return old
 
     def learned_settings(self) -> Dict[str, object]:
-        from .additive import tensors_sha256
+        from ...compose.additive import tensors_sha256
 
         model = self.model
         return dict(head=model.head, projection_dim=model.projection_dim, seed=model.seed,
                     num_classes=model.num_classes, features=tensors_sha256(model.features.state_dict()))
 
-    def installed(self, classes) -> None:
+    def installed(self, classes: Dict[Hashable, Dict[int, List[int]]]) -> None:
         """Statistics were merged in from elsewhere: record their classes, re-solve the head."""
         for key, task_classes in classes.items():
             self._replayed[key], self._replay_groups[key] = [], {}
@@ -370,12 +236,13 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
         network = getattr(self, "network", None)
         return network if isinstance(network, nn.Module) else self.model.features
 
-    def load_components(self, paths, *, key=None) -> List[Hashable]:
+    def load_components(self, paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None
+                        ) -> List[Hashable]:
         """Add the statistics files of ``paths`` (a directory: its ``.safetensors``), each
         checked against this model (feature network, head type, projection, classes)
         before any is added, and signed with ``key`` if one is given (or in
         ``$AVALANCHE_TMC_KEY_FILE``); returns their experience ids."""
-        from .component_files import components_for
+        from ...component_files import components_for
 
         components = components_for(paths, self.model, self.statistics, key=key)
         for component in components:
@@ -384,7 +251,7 @@ class AnalyticHeadStrategy(ComposableLearner, FailSafeTraining, UnshardedLoaders
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:
         """Remove an experience exactly and re-solve the head. Refused, unless ``inexact=True``,
-        when it would not be exact (see :func:`~avalanche_tmc.safety.check_forget`); its
+        when it would not be exact (see :func:`~avalanche_tmc.training.forgetting.check_forget`); its
         samples are purged from ``ReplayPlugin``'s buffer."""
         check_forget(exp_id, self.statistics.keys, self._replayed, self, self._replay_groups.get(exp_id, {}), inexact)
         self.statistics.forget(exp_id, stats)

@@ -10,7 +10,7 @@ name prefixed by the loss the strategy used for the values: ``RSL_Loss_Epoch/tra
 ``loss_name`` attribute, else its class or function name).
 
 The tangent strategies' default evaluator (:func:`default_tangent_evaluator`) uses them; pass
-``evaluator=EvaluationPlugin(accuracy_metrics(...), avalanche_tmc.metrics.loss_metrics(...),
+``evaluator=EvaluationPlugin(accuracy_metrics(...), avalanche_tmc.training.metrics.loss_metrics(...),
 loggers=...)`` to keep them with your own loggers. Avalanche's ``CSVLogger`` fills its loss
 columns from the fixed names only: use :class:`CSVLogger` from here with named losses.
 """
@@ -36,7 +36,6 @@ __all__ = ["LOSS_NAMES", "loss_name", "loss_metrics", "default_tangent_evaluator
 LOSS_NAMES: Dict[str, str] = {"RescaledSquareLoss": "RSL", "nll_of_log_probs": "NLL", "CrossEntropyLoss": "CE",
                               "MSELoss": "MSE", "NLLLoss": "NLL"}
 """Short names of known criteria (class or function name -> name in the metric)."""
-
 
 
 def loss_name(criterion: Any) -> str:
@@ -92,7 +91,7 @@ def default_tangent_evaluator() -> EvaluationPlugin:
 _NAMED_LOSS = re.compile(r"^[^_/]+_((?:Running)?Loss_(?:MB|Epoch|Exp|Stream))")
 
 
-def _avalanche_names(metric_values):
+def _avalanche_names(metric_values: List[MetricValue]) -> List[MetricValue]:
     """The values with named losses (``RSL_Loss_Epoch/...``) under Avalanche's names again."""
     out = []
     for value in metric_values:
@@ -106,8 +105,8 @@ class CSVLogger(AvalancheCSVLogger):
     """Avalanche's ``CSVLogger`` with its loss columns filled from named losses too (it reads
     them by Avalanche's fixed names, ``Loss_Epoch`` and ``Loss_Exp``)."""
 
-    def after_training_epoch(self, strategy, metric_values, **kwargs):
+    def after_training_epoch(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
         super().after_training_epoch(strategy, _avalanche_names(metric_values), **kwargs)
 
-    def after_eval_exp(self, strategy, metric_values, **kwargs):
+    def after_eval_exp(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
         super().after_eval_exp(strategy, _avalanche_names(metric_values), **kwargs)

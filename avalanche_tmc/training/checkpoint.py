@@ -4,7 +4,7 @@ Avalanche's own ``save_checkpoint`` / ``maybe_load_checkpoint``, made to work on
 install, written atomically and checked on loading.
 
 **Learned state, no pickle** (components, composition, statistics: what a
-:class:`~avalanche_tmc.additive.ComposableLearner` learned). :func:`save_learned` writes a
+:class:`~avalanche_tmc.compose.learner.ComposableLearner` learned). :func:`save_learned` writes a
 safetensors file (tensors and JSON metadata, one integrity hash over both, optionally
 signed like component files); :func:`load_learned` checks it against the strategy it is
 loaded into (strategy type, mode, base model) and refuses a mismatch naming it. Nothing
@@ -33,7 +33,7 @@ sentinel (``PicklingError: Can't pickle sentinel``), after having written part o
 file. :func:`enable_dill_checkpoints` puts the submodules back as attributes (what older
 torch did), so the optimizer classes pickle by reference again. Supported path::
 
-    from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint
+    from avalanche_tmc import maybe_load_checkpoint, save_checkpoint
 
     strategy, first_exp = maybe_load_checkpoint(build_strategy(), "ckpt.pkl")  # trusted files only
     for exp in benchmark.train_stream[first_exp:]:
@@ -53,10 +53,12 @@ import pkgutil
 import sys
 import tempfile
 from collections import OrderedDict
-from typing import Any, Dict, Hashable, List, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 
 import torch.optim
 from torch import nn
+
+from .._compat import recorded_class_path
 
 __all__ = [
     "CheckpointError", "enable_dill_checkpoints", "save_checkpoint", "maybe_load_checkpoint", "checkpoint_identity",
@@ -80,16 +82,18 @@ def enable_dill_checkpoints() -> None:
             setattr(torch.optim, info.name, sys.modules[full])
 
 
-def checkpoint_identity(strategy) -> Dict[str, Any]:
+def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
     """What a checkpoint must share with the strategy it is loaded into: the strategy type,
     its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
-    and, for a :class:`~avalanche_tmc.additive.ComposableLearner`, the hash of the fixed
+    and, for a :class:`~avalanche_tmc.compose.learner.ComposableLearner`, the hash of the fixed
     base weights and buffers (the pre-trained point its components belong to)."""
-    from .additive import ComposableLearner, tensors_sha256
+    from ..compose.additive import tensors_sha256
+    from ..compose.learner import ComposableLearner
 
     composable = isinstance(strategy, ComposableLearner)
     net: nn.Module = strategy.base_network() if composable else strategy.model
-    layout = "\n".join(f"{name}:{type(m).__module__}.{type(m).__qualname__}" for name, m in net.named_modules())
+    # classes under the path recorded before the layout moved them: the identity of a checkpoint never changes
+    layout = "\n".join(f"{name}:{recorded_class_path(type(m))}" for name, m in net.named_modules())
     layout += "\n" + "\n".join(f"{n}:{tuple(t.shape)}" for n, t in net.state_dict().items())
     identity = dict(strategy=type(strategy).__qualname__,
                     architecture=hashlib.sha256(layout.encode()).hexdigest())
@@ -113,7 +117,7 @@ def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str) 
                 "left as it was.")
 
 
-def _atomic(path: str, write) -> None:
+def _atomic(path: str, write: Callable[[str], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     os.close(fd)
@@ -126,7 +130,7 @@ def _atomic(path: str, write) -> None:
         raise
 
 
-def save_checkpoint(strategy, path: str, exclude=None) -> None:
+def save_checkpoint(strategy: Any, path: str, exclude: Optional[Sequence[str]] = None) -> None:
     """Avalanche's ``save_checkpoint`` (the whole strategy, pickled: see the module
     docstring), working on this install and atomic: written to a temporary file next to
     ``path``, then renamed over it (a failure or a kill leaves the previous checkpoint
@@ -138,7 +142,7 @@ def save_checkpoint(strategy, path: str, exclude=None) -> None:
     _atomic(path, lambda tmp: avalanche_save(strategy, tmp, exclude=exclude))
 
 
-def maybe_load_checkpoint(strategy, path: str, map_location=None):
+def maybe_load_checkpoint(strategy: Any, path: str, map_location: Any = None) -> Tuple[Any, int]:
     """Avalanche's ``maybe_load_checkpoint``: ``(strategy, first experience to train)``,
     the strategy unchanged and 0 when ``path`` does not exist.
 
@@ -187,15 +191,15 @@ def maybe_load_checkpoint(strategy, path: str, map_location=None):
 # ---------------------------------------------------------------------------- learned state without pickle
 
 
-def save_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) -> str:
-    """Write what ``strategy`` (a :class:`~avalanche_tmc.additive.ComposableLearner`)
+def save_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = None) -> str:
+    """Write what ``strategy`` (a :class:`~avalanche_tmc.compose.learner.ComposableLearner`)
     learned: the summed tensors, each kept member, the members' weights, checksums and
     classes, and :func:`checkpoint_identity`, as a safetensors file with one integrity hash
     over metadata and tensors (signed with ``key`` / ``$AVALANCHE_TMC_KEY_FILE`` if any).
     Written atomically; returns ``path``."""
     from safetensors.torch import save
 
-    from .component_files import _metadata_sha256, _signature, content_sha256, resolve_key
+    from ..component_files import _metadata_sha256, _signature, content_sha256, resolve_key
 
     key = resolve_key(key)
     learned = strategy.learned()
@@ -226,7 +230,7 @@ def save_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) ->
     return path
 
 
-def load_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) -> List[Hashable]:
+def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = None) -> List[Hashable]:
     """Put the learned state of :func:`save_learned`'s file into ``strategy`` (built the
     same way, nothing learned yet) without unpickling anything; returns the keys
     (experience ids) it holds.
@@ -240,7 +244,7 @@ def load_learned(strategy, path: str, *, key: Union[None, bytes, str] = None) ->
     from safetensors import SafetensorError
     from safetensors.torch import load
 
-    from .component_files import (
+    from ..component_files import (
         ComponentFileError,
         _metadata_sha256,
         _read_regular_file,

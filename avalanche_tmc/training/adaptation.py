@@ -1,6 +1,6 @@
 """Adapt once, then compose by statistics: a first-session adaptation of the feature network.
 
-What it is for: lifting the ceiling of the training-free heads (:mod:`avalanche_tmc.analytic`),
+What it is for: lifting the ceiling of the training-free heads (:mod:`avalanche_tmc.models.analytic`),
 which frozen pre-trained features cap. Following APER/ADAM (Zhou et al. 2023) and
 RanPAC's first-session phase (McDonnell et al. 2023), the network is adapted **once** —
 on the first experience, or on an adaptation set the user provides — then frozen, and
@@ -11,26 +11,29 @@ the parameters from ``train_from`` on), ``"tangent"`` (one TMC component: Adam o
 with the Rescaled Square Loss; the features are then the tangent model's penultimate
 features ``φ_w(x) + J φ_w(x)·δ``) or ``"none"``, and which layer's pooled output the
 statistics use (``layer``; by default the head's input). :func:`select_adaptation` picks
-one of several candidates on a validation split of the adaptation data only.
+one of several candidates on a validation split of the adaptation data only. The Avalanche
+strategy that adapts, then learns every experience by statistics, is
+:class:`~avalanche_tmc.training.strategies.adapt_then_compose.AdaptThenComposeStrategy`.
+A diverging adaptation raises :class:`~avalanche_tmc.training.divergence.DivergenceError`.
 """
 
 import copy
-import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
-from .losses import RescaledSquareLoss
-from .statistics import head_statistics, ridge_head
-from .tangent import TangentModel, find_head
+from ..compose.losses import RescaledSquareLoss
+from ..compose.statistics import head_statistics, ridge_head
+from ..models.analytic import AnalyticClassifier, LayerFeatures, penultimate
+from ..tangent import TangentModel, find_head
+from .divergence import DivergenceError
 
 __all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
-           "stratified_holdout", "AdaptThenComposeStrategy"]
+           "stratified_holdout"]
 
 ADAPTATIONS = ("fine-tune", "tangent", "none")
 
@@ -45,7 +48,7 @@ class Adaptation:
     :param train_from: first module (by registration order) whose parameters are adapted;
         earlier ones stay at their pre-trained values. ``None``: all of them.
     :param beta: the Rescaled Square Loss target for ``"tangent"`` (25 class-IL, 5 data-IL).
-    :param layer: the module whose output, pooled (:class:`~avalanche_tmc.analytic.LayerFeatures`),
+    :param layer: the module whose output, pooled (:class:`~avalanche_tmc.models.analytic.LayerFeatures`),
         the statistics use; ``None``: the head's input. Any layer of a ``"none"`` or
         ``"fine-tune"`` network; ``"tangent"`` supports only ``None``.
     """
@@ -59,7 +62,7 @@ class Adaptation:
     seed: int = 0
     layer: Optional[str] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.how not in ADAPTATIONS:
             raise ValueError(f"Adaptation.how must be one of {ADAPTATIONS}, got {self.how!r}.")
         if not 0 < self.lr < float("inf") or self.epochs < 1 or self.batch_size < 1:
@@ -109,7 +112,7 @@ def _trained_names(network: nn.Module, train_from: Optional[str]) -> List[str]:
     return names[starts[0]:]
 
 
-def _batches(data: Dataset, batch_size: int, seed: int, shuffle: bool):
+def _batches(data: Dataset, batch_size: int, seed: int, shuffle: bool) -> Iterator[Tuple[Tensor, Tensor]]:
     generator = torch.Generator().manual_seed(seed)
     # when training (shuffle), a last batch of one sample is dropped: BatchNorm cannot train on it
     drop_last = shuffle and len(data) % batch_size == 1 and len(data) > batch_size
@@ -119,7 +122,7 @@ def _batches(data: Dataset, batch_size: int, seed: int, shuffle: bool):
 
 def _check_finite(loss: Tensor, epoch: int) -> None:
     if not bool(torch.isfinite(loss)):
-        raise FloatingPointError(f"The adaptation diverged at epoch {epoch + 1} (loss {float(loss)}); "
+        raise DivergenceError(f"The adaptation diverged at epoch {epoch + 1} (loss {float(loss)}); "
                                  "use a smaller learning rate.")
 
 
@@ -257,104 +260,14 @@ def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Ad
                     fine_tuned[key] = None
                     fine_tuned[key] = fine_tune(network, fit, seeded, device)
                 if fine_tuned[key] is None:
-                    raise FloatingPointError("this training setting diverged on an earlier candidate")
+                    raise DivergenceError("this training setting diverged on an earlier candidate")
                 features = adapt_features(fine_tuned[key], fit, replace(seeded, how="none"), device)
             else:
                 features = adapt_features(network, fit, seeded, device)
             score = _ridge_validation_accuracy(features, fit, val, num_classes, projection_dim=projection_dim,
                                                seed=seed)
-        except FloatingPointError:
+        except DivergenceError:
             score = 0.0
         scores.append((candidate, score))
     best = max(scores, key=lambda item: item[1])  # max keeps the first of equal scores
     return best[0], scores
-
-
-class AdaptThenComposeStrategy(AnalyticHeadStrategy):
-    """Adapt the feature network once, freeze it, then learn every experience training-free.
-
-    The adaptation runs on ``adaptation_data`` when given (at the first ``train()`` call),
-    else on the first experience trained. ``adaptation`` is one :class:`Adaptation`, or a
-    sequence of candidates chosen by :func:`select_adaptation` on a validation split of
-    the adaptation data (``adaptation_scores`` keeps every candidate's validation
-    accuracy, ``adaptation_choice`` the one used). After that the strategy is an
-    :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy` on the adapted features:
-    per-experience statistics, summed, head in closed form; experiences after the first
-    can be computed in parallel and are forgotten exactly.
-
-    Forgetting the experience the network was adapted on removes its statistics, but
-    its imprint on the features (the adapted weights, or only the chosen layer when the
-    choice is ``"none"``) stays: that is not exact unlearning, so ``forget`` refuses
-    it unless ``inexact=True`` (then it warns). With a separate ``adaptation_data`` every
-    experience is forgotten exactly.
-
-    :param network: the classifier to adapt (a ``num_classes`` head; copied, never modified).
-    :param head: ``"ridge"`` or ``"ncm"``; ``projection_dim``: RanPAC-style random features.
-    Other keyword arguments: as :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`.
-    """
-
-    def __init__(self, *, network: nn.Module, num_classes: int,
-                 adaptation: Union[Adaptation, Sequence[Adaptation]] = Adaptation(),
-                 adaptation_data: Optional[Dataset] = None, head: str = "ridge",
-                 projection_dim: Optional[int] = None, seed: int = 0, val_fraction: float = 0.2, **kwargs):
-        candidates = [adaptation] if isinstance(adaptation, Adaptation) else list(adaptation)
-        if not candidates or not all(isinstance(c, Adaptation) for c in candidates):
-            raise TypeError("adaptation must be an Adaptation or a non-empty sequence of them.")
-        out = find_head(network)
-        if network.get_submodule(out).out_features != num_classes:
-            raise ValueError(f"The network's head {out!r} has {network.get_submodule(out).out_features} outputs, "
-                             f"not num_classes={num_classes}; replace it first (avalanche_tmc.replace_head).")
-        model = AnalyticClassifier(penultimate(network, out), num_classes, head=head, projection_dim=projection_dim,
-                                   seed=seed)
-        super().__init__(model=model, **kwargs)
-        self.network = network
-        self.candidates = candidates
-        self.adaptation_data = adaptation_data
-        self.val_fraction = val_fraction
-        self.seed = seed
-        self.adaptation_choice: Optional[Adaptation] = None
-        self.adaptation_scores: List[Tuple[Adaptation, float]] = []
-        self.adapted_on: Optional[Hashable] = None  # experience id, or "adaptation set"
-
-    def _adapt(self, data: Dataset, source: Hashable) -> None:
-        if len(self.candidates) > 1:
-            choice, self.adaptation_scores = select_adaptation(
-                self.network, data, self.candidates, val_fraction=self.val_fraction, seed=self.seed,
-                device=str(self.device), projection_dim=self.model.projection_dim)
-        else:
-            choice, self.adaptation_scores = replace(self.candidates[0], seed=self.seed), []
-        self.model.features = adapt_features(self.network, data, replace(choice, seed=self.seed),
-                                             str(self.device)).to(self.device)
-        self.model.projection = None  # re-drawn (same seed) on the new features' width
-        self.adaptation_choice, self.adapted_on = choice, source
-
-    def _before_training_exp(self, **kwargs) -> None:
-        if self.adapted_on is None:
-            if self.adaptation_data is not None:
-                self._adapt(self.adaptation_data, "adaptation set")
-            else:
-                self._adapt(self.experience.dataset, self.experience.current_experience)
-        super()._before_training_exp(**kwargs)
-
-    def _snapshot_learner(self) -> Dict[str, Any]:
-        return dict(super()._snapshot_learner(), features=self.model.features, adapted_on=self.adapted_on,
-                    choice=self.adaptation_choice, scores=list(self.adaptation_scores))
-
-    def _restore_learner(self, snap) -> None:
-        super()._restore_learner(snap)
-        self.model.features, self.adapted_on = snap["features"], snap["adapted_on"]
-        self.adaptation_choice, self.adaptation_scores = snap["choice"], snap["scores"]
-
-    def forget(self, exp_id: Hashable, stats=None, *, inexact: bool = False) -> None:
-        """Remove an experience's statistics; refused for the adaptation experience
-        unless ``inexact=True`` (its imprint on the features stays)."""
-        if exp_id == self.adapted_on:
-            message = (f"Experience {exp_id!r} adapted the feature network (or chose its layer): forgetting it removes "
-                       "its statistics, but what it taught the features stays, so the result is not the model that "
-                       "never saw it.")
-            if not inexact:
-                raise ValueError(message + " Pass inexact=True to remove its statistics anyway, or adapt on a "
-                                 "separate adaptation set (adaptation_data=...) so that every experience is "
-                                 "forgotten exactly.")
-            warnings.warn(message, stacklevel=2)
-        super().forget(exp_id, stats)

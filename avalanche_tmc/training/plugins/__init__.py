@@ -1,0 +1,8 @@
+"""The Avalanche plugins of this library, one per file (as Avalanche's ``training/plugins``)."""
+
+from .composition import CompositionPlugin
+from .divergence import DivergenceGuardPlugin
+from .tangent import TangentPlugin
+from .task_mask import TaskMaskPlugin
+
+__all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin"]
