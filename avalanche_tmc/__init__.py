@@ -18,9 +18,6 @@ import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvisio
 warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
-    from .adaptation import Adaptation, AdaptThenComposeStrategy, adapt_features, fine_tune, select_adaptation
-    from .analytic import AnalyticClassifier, AnalyticHeadStrategy, LayerFeatures, penultimate
-    from .checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .compose.additive import AdditiveComposition
     from .compose.batchnorm import reestimate_batchnorm
     from .compose.deltas import (
@@ -68,10 +65,18 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         strategy_components,
         tangent_component,
     )
-    from .metrics import loss_name
-    from .plugin import CompositionPlugin, DivergenceError, TangentPlugin, TaskMaskPlugin
-    from .strategies import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
+    from .models.analytic import AnalyticClassifier, LayerFeatures, penultimate
     from .tangent import Delta, TangentModel, find_head, replace_head
+    from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
+    from .training.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
+    from .training.divergence import DivergenceError
+    from .training.metrics import loss_name
+    from .training.plugins.composition import CompositionPlugin
+    from .training.plugins.tangent import TangentPlugin
+    from .training.plugins.task_mask import TaskMaskPlugin
+    from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
+    from .training.strategies.analytic import AnalyticHeadStrategy
+    from .training.strategies.tangent import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
 
 def _lazy_names() -> Dict[str, str]:
     """Public name -> the submodule defining it, read from the ``TYPE_CHECKING`` imports above

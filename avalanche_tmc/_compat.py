@@ -39,6 +39,15 @@ MOVED_MODULES: Dict[str, Tuple[str, ...]] = {
                                       "avalanche_tmc.files.filesystem", "avalanche_tmc.files.header",
                                       "avalanche_tmc.files.storage", "avalanche_tmc.files.arithmetic",
                                       "avalanche_tmc.files.learners"),
+    "avalanche_tmc.plugin": ("avalanche_tmc.training.plugins.task_mask", "avalanche_tmc.training.plugins.composition",
+                             "avalanche_tmc.training.plugins.tangent", "avalanche_tmc.training.divergence"),
+    "avalanche_tmc.safety": ("avalanche_tmc.training.mixins", "avalanche_tmc.training.forgetting"),
+    "avalanche_tmc.strategies": ("avalanche_tmc.training.strategies.tangent",),
+    "avalanche_tmc.analytic": ("avalanche_tmc.models.analytic", "avalanche_tmc.training.strategies.analytic"),
+    "avalanche_tmc.adaptation": ("avalanche_tmc.training.adaptation",
+                                 "avalanche_tmc.training.strategies.adapt_then_compose"),
+    "avalanche_tmc.checkpoint": ("avalanche_tmc.training.checkpoint",),
+    "avalanche_tmc.metrics": ("avalanche_tmc.training.metrics",),
 }
 
 

@@ -706,12 +706,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _training_errors() -> tuple:
-    """``DivergenceError`` and ``ParallelTrainingError``, from their modules if a command
-    imported them (an error of a module never imported cannot occur, and importing them
-    would cost compose, forget and inspect Avalanche's start-up of several seconds)."""
+    """``DivergenceError`` (raised by every learner whose training diverges: tangent, analytic
+    head, adaptation) and ``ParallelTrainingError``, from their modules if a command imported
+    them (an error of a module never imported cannot occur, and importing them would cost
+    compose, forget and inspect Avalanche's start-up of several seconds)."""
     return tuple(getattr(sys.modules[module], name) for module, name in (
-        ("avalanche_tmc.plugin", "DivergenceError"), ("avalanche_tmc.distributed", "ParallelTrainingError"))
-        if module in sys.modules)
+        ("avalanche_tmc.training.divergence", "DivergenceError"),
+        ("avalanche_tmc.distributed", "ParallelTrainingError")) if module in sys.modules)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

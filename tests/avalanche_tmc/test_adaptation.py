@@ -139,7 +139,7 @@ def test_selection_looks_only_at_a_held_out_part_of_the_adaptation_data(digits):
         seen.append(list(subset.indices))
         return real(net, subset, adaptation, device)
 
-    import avalanche_tmc.adaptation as module
+    import avalanche_tmc.training.adaptation as module
 
     module.adapt_features, saved = recording, module.adapt_features
     try:
@@ -203,7 +203,7 @@ def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_
 
 
 def test_candidates_that_differ_only_in_the_layer_share_one_fine_tuning(digits, monkeypatch):
-    import avalanche_tmc.adaptation as module
+    import avalanche_tmc.training.adaptation as module
 
     data = digits.train_stream[0].dataset
     trained = Adaptation(lr=0.05, epochs=1, batch_size=16)

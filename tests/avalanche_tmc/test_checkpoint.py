@@ -85,7 +85,7 @@ def test_an_unreadable_checkpoint_is_a_checkpoint_error(checkpoint, tmp_path):
 
 
 def test_pickled_checkpoints_are_documented_as_trusted_files_only():
-    import avalanche_tmc.checkpoint as module
+    import avalanche_tmc.training.checkpoint as module
 
     assert "trusted files only" in module.__doc__.lower()
     assert "trusted files only" in maybe_load_checkpoint.__doc__.lower()

@@ -14,13 +14,8 @@ from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_tmc import (
-    TangentModel,
-    TMCSeqStrategy,
-    TMCStrategy,
-    TMEStrategy,
-    compose,
-)
+from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy, TMEStrategy
+from avalanche_tmc.compose.deltas import compose  # (avalanche_tmc.compose is also the package's name)
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 EPOCHS = 2
