@@ -199,7 +199,8 @@ def save_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
     Written atomically; returns ``path``."""
     from safetensors.torch import save
 
-    from ..component_files import _metadata_sha256, _signature, content_sha256, resolve_key
+    from ..files.component import content_sha256
+    from ..files.signing import _metadata_sha256, _signature, resolve_key
 
     key = resolve_key(key)
     learned = strategy.learned()
@@ -244,14 +245,9 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
     from safetensors import SafetensorError
     from safetensors.torch import load
 
-    from ..component_files import (
-        ComponentFileError,
-        _metadata_sha256,
-        _read_regular_file,
-        _signature,
-        content_sha256,
-        resolve_key,
-    )
+    from ..files.component import ComponentFileError, content_sha256
+    from ..files.filesystem import _read_regular_file
+    from ..files.signing import _metadata_sha256, _signature, resolve_key
 
     key = resolve_key(key)
     try:

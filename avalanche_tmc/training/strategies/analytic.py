@@ -242,7 +242,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         checked against this model (feature network, head type, projection, classes)
         before any is added, and signed with ``key`` if one is given (or in
         ``$AVALANCHE_TMC_KEY_FILE``); returns their experience ids."""
-        from ...component_files import components_for
+        from ...files.learners import components_for
 
         components = components_for(paths, self.model, self.statistics, key=key)
         for component in components:

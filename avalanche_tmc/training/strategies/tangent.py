@@ -81,7 +81,7 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
         :param component_dir: write each component, as soon as it is composed, to
             ``<component_dir>/experience-<id>.safetensors``
-            (:mod:`~avalanche_tmc.component_files`; not for TMC-Seq). A file written for an
+            (:mod:`~avalanche_tmc.files`; not for TMC-Seq). A file written for an
             experience stays even if a later experience of the same ``train()`` call fails
             (it is a valid component; the strategy itself goes back to before the call).
         :param train_mb_size, train_epochs, eval_mb_size, device, plugins, evaluator,
@@ -171,7 +171,8 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         return self.tangent_plugin.composition.composed()
 
     def _write_component(self, strategy: SupervisedTemplate, key: Hashable, delta: Delta, weight: float) -> None:
-        from ...component_files import save_component, strategy_settings, tangent_component
+        from ...files.learners import strategy_settings, tangent_component
+        from ...files.storage import save_component
 
         component = tangent_component(self.model, delta, key, weight=weight,
                                       classes=self.tangent_plugin.component_classes.get(key),
@@ -187,11 +188,11 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         BatchNorm statistics, head size, linearized parameters) before any is composed;
         with a key (``key``, or ``$AVALANCHE_TMC_KEY_FILE``) each must be signed with it.
 
-        :raises ~avalanche_tmc.component_files.IncompatibleComponentsError: a file from
+        :raises ~avalanche_tmc.files.IncompatibleComponentsError: a file from
             another base (naming the difference), an experience already composed, a
             composition file (load its component files instead).
         """
-        from ...component_files import components_for
+        from ...files.learners import components_for
 
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
