@@ -1,0 +1,119 @@
+"""One ``DivergenceError`` for every learner: each strategy kind raises it on a diverging run
+and is then exactly as before the ``train()`` call (tensors compared), and the command line
+maps it to its documented exit code."""
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from avalanche_tmc import (
+    Adaptation,
+    AdaptThenComposeStrategy,
+    AnalyticClassifier,
+    AnalyticHeadStrategy,
+    DivergenceError,
+    TangentModel,
+    TMCSeqStrategy,
+    TMCStrategy,
+    TMEStrategy,
+    penultimate,
+)
+from avalanche_tmc.cli import EXIT_TRAINING, main
+from tests.avalanche_tmc import cli_factories
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tensor_dataset
+
+warnings.filterwarnings("ignore", message="No loggers specified")
+
+NAN_BENCHMARK = dict(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))  # every experience holds a NaN image
+
+
+def assert_same_tensors(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_divergence_error_is_also_the_types_the_learners_raised_before():
+    error = DivergenceError("diverged")
+    assert isinstance(error, RuntimeError)  # the tangent plugin's
+    assert isinstance(error, FloatingPointError)  # the adaptation's
+    assert isinstance(error, ValueError)  # the analytic head's
+
+
+@pytest.mark.parametrize("cls", [TMCStrategy, TMEStrategy, TMCSeqStrategy])
+def test_a_diverging_tangent_experience_raises_and_rolls_back(cls):
+    bm = small_benchmark()
+    torch.manual_seed(0)
+    strategy = cls(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), lr=1e-2,
+                   train_mb_size=8, evaluator=quiet_evaluator())
+    strategy.train(bm.train_stream[0])
+    delta, composed = strategy.model.delta, strategy.tangent_plugin.composition.composed()
+    optimizer_state = {id(p): {k: v.clone() for k, v in s.items()} for p, s in strategy.optimizer.state.items()}
+    iterations = strategy.clock.train_iterations
+    strategy.optimizer.param_groups[0]["lr"] = 1e30
+    with pytest.raises(DivergenceError, match=r"Experience 1: training diverged at iteration \d+ \(epoch 1\)"):
+        strategy.train(bm.train_stream[1])
+    assert strategy.tangent_plugin.composition.keys == [0]
+    assert_same_tensors(strategy.model.delta, delta)
+    assert_same_tensors(strategy.tangent_plugin.composition.composed(), composed)
+    assert strategy.clock.train_iterations == iterations
+    assert strategy.optimizer.param_groups[0]["lr"] == 1e30  # the learning rate set before the call stays
+    restored = {id(p): s for p, s in strategy.optimizer.state.items()}
+    assert restored.keys() == optimizer_state.keys()
+    for key, state in optimizer_state.items():
+        assert_same_tensors(restored[key], state)
+
+
+def _analytic() -> AnalyticHeadStrategy:
+    torch.manual_seed(0)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator())
+
+
+def test_non_finite_features_raise_and_the_analytic_head_rolls_back():
+    clean, poisoned = small_benchmark(), small_benchmark(**NAN_BENCHMARK)
+    strategy = _analytic()
+    strategy.train(clean.train_stream[0])
+    weight, summed = strategy.model.weight.clone(), strategy.statistics.summed()
+    with pytest.raises(DivergenceError, match="Experience 1: the features of training iteration 1 hold NaN"):
+        strategy.train(poisoned.train_stream[1], shuffle=False)
+    assert strategy.statistics.keys == [0]
+    assert torch.equal(strategy.model.weight, weight)
+    assert_same_tensors(strategy.statistics.summed(), summed)
+
+
+def test_a_diverging_adaptation_raises_and_leaves_the_features_unadapted():
+    bm = small_benchmark(**NAN_BENCHMARK)
+    torch.manual_seed(0)
+    strategy = AdaptThenComposeStrategy(network=TinyResNet(num_classes=NUM_CLASSES), num_classes=NUM_CLASSES,
+                                        adaptation=Adaptation(lr=0.05, epochs=1, batch_size=4), ridge_lambda=1.0,
+                                        train_mb_size=8, evaluator=quiet_evaluator())
+    features = strategy.model.features
+    state = {n: t.clone() for n, t in features.state_dict().items()}
+    with pytest.raises(DivergenceError, match=r"The adaptation diverged at epoch 1 \(loss nan\)"):
+        strategy.train(bm.train_stream[0])
+    assert strategy.model.features is features and strategy.adapted_on is None
+    assert_same_tensors(features.state_dict(), state)
+    assert len(strategy.statistics) == 0 and strategy.model.weight.numel() == 0
+
+
+def nan_model(**options) -> nn.Module:
+    """``cli_factories.model`` whose BatchNorm mean is NaN: every feature is NaN."""
+    net = cli_factories.model(**options)
+    net[2].running_mean[0] = float("nan")
+    return net
+
+
+@pytest.mark.parametrize("method, model, message", [
+    ("tmc", "tests.avalanche_tmc.cli_factories:model", "training diverged"),
+    ("ridge", "tests.avalanche_tmc.training.test_divergence:nan_model", "hold NaN/inf")])
+def test_the_command_line_exits_with_the_training_code_on_divergence(method, model, message, tmp_path, capsys):
+    lr = ["--lr", "1e30"] if method == "tmc" else []
+    code = main(["train-component", "--method", method, "--experience", "0", "--out", str(tmp_path), "--epochs", "1",
+                 "--batch-size", "16", "--quiet", "--model", model, "--data", "tests.avalanche_tmc.cli_factories:data",
+                 "--option", "tasks=3", *lr])
+    assert code == EXIT_TRAINING == 6
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
