@@ -15,14 +15,23 @@ parameters) leaves the dropped taps where they were anyway: training is the same
 arithmetic, minus the work on zeros (float rounding aside). Each replacement is checked
 on the example input and kept only if the outputs agree. A network shrunk this way only
 accepts inputs of the example's spatial size.
+
+:func:`convolutions_as_matmuls` then runs the 1x1 convolutions (stride 1, no padding; most
+of them are the pointwise convolutions of inverted-residual blocks, the rest depthwise ones
+cut to one tap above) as what they are, a matrix product over channels
+(:class:`PointwiseConv`) or a per-channel scale (:class:`ChannelScale`). The parameters
+keep their names, shapes and values, so optimizers and component files see the same
+tensors; on 2x2 and 1x1 maps oneDNN's convolution costs about ten times its arithmetic,
+and an SGD step of the main job's top goes from 45 to 27 ms (one thread, idle machine).
 """
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["used_taps", "shrink_convolutions"]
+__all__ = ["used_taps", "shrink_convolutions", "PointwiseConv", "ChannelScale", "convolutions_as_matmuls"]
 
 
 def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> Tuple[int, int]:
@@ -103,26 +112,85 @@ def _shrunk(conv: nn.Conv2d, size: Tuple[int, int]) -> Optional[nn.Conv2d]:
         memory_format=torch.channels_last) and not conv.weight.is_contiguous() else small
 
 
-def shrink_convolutions(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
-    """Replace, in place, every convolution of ``net`` whose kernel reaches past inputs of
-    ``example``'s size by the smaller equivalent one; returns the names replaced. Each
-    replacement is checked on ``example`` (module output within ``atol``, relative to its
-    scale) and undone otherwise."""
+def _replace_checked(net: nn.Module, example: Tensor, atol: float,
+                     replacement: Callable[[nn.Conv2d, Tensor], Optional[nn.Module]]) -> List[str]:
+    """Put ``replacement(conv, its input)`` in place of every convolution of ``net`` it
+    returns a module for, keeping it only if its output on ``example``'s input agrees
+    (within ``atol`` relative to the output's scale); returns the names replaced."""
     inputs = _conv_inputs(net, example)
     replaced = []
     for name, conv in list(net.named_modules()):
         if conv not in inputs:
             continue
-        small = _shrunk(conv, tuple(inputs[conv].shape[2:]))
-        if small is None:
+        new = replacement(conv, inputs[conv])
+        if new is None:
             continue
         with torch.no_grad():
             x = inputs[conv]
-            expected, got = conv(x), small(x)
+            expected, got = conv(x), new(x)
         scale = float(expected.abs().max()) + 1.0
         if got.shape != expected.shape or float((got - expected).abs().max()) > atol * scale:
             continue
         parent_name, _, child = name.rpartition(".")
-        setattr(net.get_submodule(parent_name) if parent_name else net, child, small)
+        setattr(net.get_submodule(parent_name) if parent_name else net, child, new)
         replaced.append(name)
     return replaced
+
+
+def shrink_convolutions(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
+    """Replace, in place, every convolution of ``net`` whose kernel reaches past inputs of
+    ``example``'s size by the smaller equivalent one; returns the names replaced. Each
+    replacement is checked on ``example`` (module output within ``atol``, relative to its
+    scale) and undone otherwise."""
+    return _replace_checked(net, example, atol, lambda conv, x: _shrunk(conv, tuple(x.shape[2:])))
+
+
+class PointwiseConv(nn.Module):
+    """A 1x1 convolution (stride 1, no padding, one group) computed as a matrix product over
+    channels; ``weight`` keeps the convolution's ``(out, in, 1, 1)`` shape."""
+
+    def __init__(self, conv: nn.Conv2d):
+        super().__init__()
+        self.weight = conv.weight
+        self.bias = conv.bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x.permute(0, 2, 3, 1), self.weight.flatten(1), self.bias).permute(0, 3, 1, 2)
+
+
+class ChannelScale(nn.Module):
+    """A depthwise 1x1 convolution (stride 1, no padding) computed as a per-channel scale;
+    ``weight`` keeps the convolution's ``(channels, 1, 1, 1)`` shape."""
+
+    def __init__(self, conv: nn.Conv2d):
+        super().__init__()
+        self.weight = conv.weight
+        self.bias = conv.bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = x * self.weight.view(1, -1, 1, 1)
+        return out if self.bias is None else out + self.bias.view(1, -1, 1, 1)
+
+
+# Maps up to this many positions: where oneDNN's fixed cost per call dominates (measured on
+# the main job's 2x2 and 1x1 maps; larger maps keep the convolution).
+MATMUL_MAX_POSITIONS = 16
+
+
+def _as_matmul(conv: nn.Conv2d, x: Tensor) -> Optional[nn.Module]:
+    if type(conv) is not nn.Conv2d or conv.kernel_size != (1, 1) or conv.stride != (1, 1) or \
+            conv.padding != (0, 0) or conv.dilation != (1, 1) or x.shape[2] * x.shape[3] > MATMUL_MAX_POSITIONS:
+        return None
+    if conv.groups == 1:
+        return PointwiseConv(conv)
+    if conv.groups == conv.in_channels == conv.out_channels:
+        return ChannelScale(conv)
+    return None
+
+
+def convolutions_as_matmuls(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
+    """Replace, in place, every 1x1 convolution of ``net`` (stride 1, no padding; one group,
+    or depthwise) on a map of at most :data:`MATMUL_MAX_POSITIONS` positions by :class:`PointwiseConv` or :class:`ChannelScale`, which hold the same
+    parameters; returns the names replaced. Each is checked on ``example`` as in
+    :func:`shrink_convolutions`."""
+    return _replace_checked(net, example, atol, _as_matmul)

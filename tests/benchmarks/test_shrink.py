@@ -1,6 +1,7 @@
 """benchmarks/shrink.py: a convolution cut to the taps that reach its input computes the
 same outputs, and the original's dropped taps get exactly zero gradient (so every
-optimizer leaves them alone), checked against the uncut convolution."""
+optimizer leaves them alone), checked against the uncut convolution; a 1x1 convolution run
+as a matrix product computes the same outputs and gradients, in float64, as the convolution."""
 
 import copy
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.shrink import shrink_convolutions, used_taps
+from benchmarks.shrink import ChannelScale, PointwiseConv, convolutions_as_matmuls, shrink_convolutions, used_taps
 
 
 def test_used_taps_by_hand():
@@ -76,3 +77,46 @@ def test_lite0_top_at_32_px_is_cut_and_unchanged():
     assert len(replaced) == 8 and all(name.endswith("conv_dw") for name in replaced)
     with torch.no_grad():
         torch.testing.assert_close(small.eval()(features), top.eval()(features), rtol=1e-5, atol=1e-5)
+
+
+def test_1x1_convolutions_as_matrix_products_give_the_convolutions_outputs_and_gradients():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(6, 10, 1), nn.ReLU(), nn.Conv2d(10, 10, 1, groups=10),
+                        nn.Conv2d(10, 4, 1, bias=False), nn.Conv2d(4, 4, 3, padding=1),
+                        nn.Conv2d(4, 4, 1, stride=2)).double()
+    x = torch.randn(5, 6, 4, 4, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    fast = copy.deepcopy(net)
+    replaced = convolutions_as_matmuls(fast, x[:2])
+    # 3x3 and strided convolutions stay convolutions
+    assert replaced == ["0", "2", "3"]
+    assert [type(m) for m in fast] == [PointwiseConv, nn.ReLU, ChannelScale, PointwiseConv, nn.Conv2d, nn.Conv2d]
+    # the same parameters under the same names and shapes
+    assert [(n, p.shape) for n, p in fast.named_parameters()] == [(n, p.shape) for n, p in net.named_parameters()]
+    torch.testing.assert_close(fast(x), net(x), rtol=1e-12, atol=1e-12)
+    net(x).square().sum().backward()
+    fast(x).square().sum().backward()
+    for (name, a), b in zip(net.named_parameters(), fast.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-12, atol=1e-12, msg=name)
+
+
+def test_convolutions_on_large_maps_stay_convolutions():
+    net = nn.Sequential(nn.Conv2d(3, 4, 1))
+    assert convolutions_as_matmuls(net, torch.randn(2, 3, 5, 5)) == []
+    assert convolutions_as_matmuls(net, torch.randn(2, 3, 4, 4)) == ["0"]
+
+
+def test_the_tangent_fast_path_needs_no_fallback_for_the_matrix_products():
+    from avalanche_tmc import TangentModel
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(6, 10, 1), nn.BatchNorm2d(10), nn.ReLU(), nn.Conv2d(10, 10, 1, groups=10),
+                        nn.Flatten(), nn.Linear(40, 3)).double().eval()
+    x = torch.randn(5, 6, 2, 2, dtype=torch.float64)
+    convolutions_as_matmuls(net, x[:2])
+    fast, generic = TangentModel(net, implementation="fast"), TangentModel(copy.deepcopy(net), implementation="generic")
+    with torch.no_grad():
+        for a, b in zip(fast.delta_params, generic.delta_params):
+            a.copy_(torch.randn_like(a))
+            b.copy_(a)
+    assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
+    torch.testing.assert_close(fast(x), generic(x), rtol=1e-10, atol=1e-10)
