@@ -11,8 +11,10 @@ says how much of the network was trained; a results file with several regimes of
 dataset also gets ``regimes.png`` (accuracy vs. how much is trained, one line per method).
 
 ``python -m benchmarks.report results/x/results.csv`` re-makes the table and plots next
-to the CSV; ``--readme README.md`` also rewrites the blocks of README.md generated from
-that file (between ``<!-- generated from PATH -->`` and ``<!-- end generated -->``).
+to the CSV; ``--readme README.md`` (or ``--readme docs/results.md``: any Markdown file)
+also rewrites the blocks of that file generated from the CSV (between ``<!-- generated
+from PATH by: COMMAND -->`` and ``<!-- end generated -->``; PATH is relative to the Markdown
+file, COMMAND the one to run from the repository root).
 """
 
 from __future__ import annotations
@@ -551,8 +553,13 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
 GENERATED_END = "<!-- end generated -->"
 
 
-def _generated_begin(csv_path: str) -> str:
-    return f"<!-- generated from {csv_path} by: python -m benchmarks.report {csv_path} --readme README.md -->"
+def _generated_prefix(csv_path: str) -> str:
+    return f"<!-- generated from {csv_path} by: "
+
+
+def _generated_begin(csv_path: str, command: Optional[str] = None) -> str:
+    command = command or f"python -m benchmarks.report {csv_path} --readme README.md"
+    return f"{_generated_prefix(csv_path)}{command} -->"
 
 
 def readme_block(rows: Sequence[Row]) -> str:
@@ -622,20 +629,23 @@ def _header(path: PathLike) -> str:
         return f.readline()
 
 
-def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = False) -> bool:
-    """Rewrite the block of ``readme`` generated from ``csv_path`` (its path as written in
-    the marker, relative to the README) with ``block`` (:func:`generated_block`); with
-    ``check``, only say whether it is up to date. Returns whether the block was already
-    up to date. A README without the block's markers is an error."""
+def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = False,
+                  command: Optional[str] = None) -> bool:
+    """Rewrite the block of the Markdown file ``readme`` generated from ``csv_path`` (its path
+    as written in the marker, relative to that file) with ``block`` (:func:`generated_block`);
+    with ``check``, only say whether it is up to date. Returns whether the block was already
+    up to date. The marker line itself is kept; a file without the block's markers is an
+    error whose message gives the lines to add (``command``: the command they name)."""
     readme = Path(readme)
     text = readme.read_text(encoding="utf-8")
-    begin = _generated_begin(csv_path)
-    start = text.find(begin)
-    end = text.find(GENERATED_END, start)
-    if start < 0 or end < 0:
-        raise ValueError(f"{readme} has no block generated from {csv_path}: add the lines\n{begin}\n{GENERATED_END}\n"
+    start = text.find(_generated_prefix(csv_path))
+    line_end = text.find("\n", start)
+    end = text.find(GENERATED_END, line_end)
+    if start < 0 or line_end < 0 or end < 0 or not text[start:line_end].endswith("-->"):
+        raise ValueError(f"{readme} has no block generated from {csv_path}: add the lines\n"
+                         f"{_generated_begin(csv_path, command)}\n{GENERATED_END}\n"
                          "where the table goes, then run the command again.")
-    new = text[:start] + begin + "\n\n" + block + "\n" + text[end:]
+    new = text[:line_end] + "\n\n" + block + "\n" + text[end:]
     if new == text or check:
         return new == text
     with atomic_path(readme) as tmp:
@@ -645,12 +655,12 @@ def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = Fal
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """``python -m benchmarks.report CSV [--readme README.md]``: re-make the table and
-    plots next to ``CSV`` (and README.md's block generated from it)."""
+    plots next to ``CSV`` (and the Markdown file's blocks generated from it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", type=Path, help="results CSV written by write_csv / write_report")
     parser.add_argument("--readme", type=Path, default=None,
-                        help="also rewrite this README's block generated from CSV (path as written in its marker: "
-                             "relative to the README's folder)")
+                        help="also rewrite this Markdown file's block generated from CSV (README.md, "
+                             "docs/results.md; the path in its marker is relative to the file's folder)")
     args = parser.parse_args(argv)
     block = generated_block(args.csv)
     paths: Dict[str, Path] = {}
@@ -661,8 +671,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     for key, path in paths.items():
         print(f"{key}: {path}")
     if args.readme is not None:
-        relative = os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)
-        update_readme(args.readme, relative, block)
+        relative = Path(os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)).as_posix()
+        update_readme(args.readme, relative, block,
+                      command=f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}")
         print(f"readme: {args.readme} (block generated from {relative})")
     return paths
 
