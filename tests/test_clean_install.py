@@ -36,12 +36,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_pages import all_text, python_blocks
 from tests.test_packaging import NOT_SOURCE, ROOT
-from tests.test_readme import python_blocks
 
 pytestmark = pytest.mark.integration
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = all_text()  # README.md and the pages under docs/: the examples are on both
 CONSTRAINTS = str(ROOT / "constraints.txt")
 TIMEOUT_S = 600
 

@@ -1,4 +1,5 @@
-"""Documentation: every public name has a docstring; the README splits into the site's pages.
+"""Documentation: every public name has a docstring; the site's navigation lists every page;
+every relative link of README.md and the pages resolves; the site builds strictly.
 
 Docstrings are read from the source (``ast``), as the API reference renders them, not
 from ``obj.__doc__``: a NamedTuple or dataclass gets an automatic ``__doc__`` that would
@@ -8,26 +9,19 @@ literal right after it (the convention that mkdocstrings and Sphinx autodoc foll
 """
 
 import ast
-import importlib.util
-import pkgutil
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import pytest
+import yaml
 
 import avalanche_tmc
+from tests.doc_pages import DOCS, anchors, documents, links, relative, rendered_text
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_readme_pages():
-    spec = importlib.util.spec_from_file_location("readme_pages", ROOT / "docs" / "readme_pages.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def module_docstrings(source: str) -> Dict[str, Optional[str]]:
@@ -52,40 +46,48 @@ def module_docstrings(source: str) -> Dict[str, Optional[str]]:
     return docs
 
 
-def package_definitions() -> Dict[str, Dict[str, Optional[str]]]:
-    """Module name -> :func:`module_docstrings` for every module of ``avalanche_tmc``."""
-    root = Path(avalanche_tmc.__file__).parent
-    out = {"avalanche_tmc": module_docstrings((root / "__init__.py").read_text(encoding="utf-8"))}
-    for info in pkgutil.iter_modules([str(root)]):
-        path = root / f"{info.name}.py"
-        if path.exists():
-            out[f"avalanche_tmc.{info.name}"] = module_docstrings(path.read_text(encoding="utf-8"))
-    return out
+def module_path(module: str) -> Path:
+    """The source file of a module of ``avalanche_tmc`` (a package: its ``__init__.py``)."""
+    path = Path(avalanche_tmc.__file__).parent.parent.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
-def test_module_docstrings_reads_definitions_and_attribute_docstrings():
-    source = (
-        'A = int\n"""An alias."""\n\nB = str\n\n'
-        'class C:\n    """A class."""\n\nclass D:\n    x = 1\n\n'
-        'def f():\n    """A function."""\n\ndef g():\n    pass\n'
-    )
-    assert module_docstrings(source) == {
-        "A": "An alias.", "B": None, "C": "A class.", "D": None, "f": "A function.", "g": None,
-    }
+def defining_module(module: str, name: str, depth: int = 0) -> Optional[str]:
+    """The module whose source defines ``name`` as ``module`` exports it, following
+    ``from .x import name`` re-exports (anywhere in the module, lazy imports included), as
+    the API reference resolves it; None when no module of the library defines it."""
+    path = module_path(module)
+    if depth > 20 or not path.is_file():
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if name in module_docstrings(path.read_text(encoding="utf-8")):
+        return module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                    target = ".".join([*base, *([node.module] if node.module else [])])
+                    if target.startswith("avalanche_tmc"):
+                        return defining_module(target, alias.name, depth + 1)
+    return None
+
+
+def test_defining_module_follows_re_exports():
+    assert defining_module("avalanche_tmc", "TMCStrategy") not in (None, "avalanche_tmc")
+    assert defining_module("avalanche_tmc", "__version__") == "avalanche_tmc"
+    assert defining_module("avalanche_tmc", "no_such_name") is None
 
 
 def test_every_public_name_has_a_docstring():
-    definitions = package_definitions()
     missing, undefined = [], []
     for name in avalanche_tmc.__all__:
-        obj = getattr(avalanche_tmc, name)  # AttributeError: __all__ names a missing object
-        module = getattr(obj, "__module__", None)
-        if not (isinstance(obj, type) or callable(obj)) or module not in definitions:
-            # an alias or constant: the module that assigns it (an import is no definition)
-            module = next((m for m, defs in definitions.items() if name in defs), None)
-        if module is None or name not in definitions.get(module, {}):
+        getattr(avalanche_tmc, name)  # AttributeError: __all__ names a missing object
+        module = defining_module("avalanche_tmc", name)
+        if module is None:
             undefined.append(name)
-        elif not (definitions[module][name] or "").strip():
+        elif not (module_docstrings(module_path(module).read_text(encoding="utf-8"))[name] or "").strip():
             missing.append(f"{module}.{name}")
     assert not undefined, f"public names not defined in avalanche_tmc's source: {undefined}"
     assert not missing, f"public names without a docstring: {missing}"
@@ -98,48 +100,111 @@ def test_version_is_defined_once():
     assert not re.search(r"^version\s*=\s*['\"]", pyproject, re.M), "a second, static version"
 
 
-def test_readme_sections_become_pages():
-    readme_pages = _load_readme_pages()
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    pages = readme_pages.split_readme(text)
-    sections = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
-    assert [p.title for p in pages[1:]] == sections
-    assert pages[0].filename == "index.md" and pages[0].markdown.startswith("# ")
-    assert len({p.filename for p in pages}) == len(pages)
-    for page in pages[1:]:
-        assert page.markdown.startswith(f"# {page.title}\n")
-    # nothing lost: the pages hold every README line, headings raised by one '#'
-    page_lines = {line for p in pages for line in p.markdown.splitlines()}
-    for line in text.splitlines():
-        if line.strip():
-            assert line in page_lines or (line.startswith("##") and line[1:] in page_lines), line
+def nav_pages(nav) -> List[str]:
+    """The page paths of an ``mkdocs.yml`` navigation (entries ``title: page`` or sections)."""
+    out: List[str] = []
+    for entry in nav:
+        values = entry.values() if isinstance(entry, dict) else [entry]
+        for value in values:
+            out.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return out
 
 
-def test_split_readme_leaves_code_blocks_alone():
-    readme_pages = _load_readme_pages()
-    pages = readme_pages.split_readme(
-        "# T\nintro\n## A\n### A1\n````python\n```\n## not a heading\n```\n````\n"
-        "```` ```x ```` inline\n## A\ntext\n"
-    )
-    assert [(p.title, p.filename) for p in pages] == [("T", "index.md"), ("A", "a.md"), ("A", "a-2.md")]
-    assert pages[1].markdown == (
-        "# A\n## A1\n````python\n```\n## not a heading\n```\n````\n```` ```x ```` inline\n"
-    )
+def test_nav_pages_reads_titles_sections_and_bare_pages():
+    assert nav_pages([{"Home": "index.md"}, "a.md", {"Studies": [{"S": "s.md"}, "t.md"]}]) == [
+        "index.md", "a.md", "s.md", "t.md"]
 
 
-def test_mkdocs_config_uses_the_hook_and_the_api_page():
-    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "docs/readme_pages.py" in config and "mkdocstrings" in config
-    assert "::: avalanche_tmc" in (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+def test_navigation_lists_every_page_once_and_only_pages_that_exist():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    listed = nav_pages(config["nav"])
+    assert len(listed) == len(set(listed)), "a page listed twice"
+    on_disk = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert set(listed) == on_disk, (f"pages not in mkdocs.yml's nav: {sorted(on_disk - set(listed))}; "
+                                    f"nav entries without a page: {sorted(set(listed) - on_disk)}")
+    assert listed[0] == "index.md" and "api.md" in listed
+    assert "hooks" not in config, "the pages under docs/ are the site's source, not generated by a hook"
 
 
+def test_anchor_and_link_helpers():
+    text = ("# A `code` title\n```\n# not a heading\n[c](c.md)\n```\n## Two words: more (x)\n"
+            "[t](b.md#c) `[n](x.md)` ![i](p.png) [wrapped\ntext](w.md)\n")
+    assert anchors(text) == ["a-code-title", "two-words-more-x"]
+    assert links(text) == [(7, "b.md#c"), (7, "p.png"), (7, "w.md")]
+
+
+def _broken_links(path: Path) -> List[str]:
+    text = path.read_text(encoding="utf-8")
+    broken = []
+    for line, target in links(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+            continue
+        file_part, _, fragment = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            broken.append(f"{relative(path)}:{line}: {target} (no such file)")
+        elif fragment and linked.suffix == ".md" and fragment not in anchors(rendered_text(linked)):
+            broken.append(f"{relative(path)}:{line}: {target} (no heading #{fragment} there)")
+        elif linked.is_file() and path.parent == DOCS and DOCS not in linked.parents:
+            broken.append(f"{relative(path)}:{line}: {target} (outside docs/: not on the site)")
+    return broken
+
+
+def test_broken_links_are_found(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n## Sub part\n")
+    page = docs / "b.md"
+    page.write_text("[ok](a.md#sub-part) [x](missing.md) [y](a.md#nope) [z](#b) [w](../README.md) "
+                    "[u](https://x.org)\n# B\n")
+    (tmp_path / "README.md").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "DOCS", docs)
+    monkeypatch.setattr(sys.modules[__name__], "relative", lambda p: p.name)
+    assert _broken_links(page) == [
+        "b.md:1: missing.md (no such file)", "b.md:1: a.md#nope (no heading #nope there)",
+        "b.md:1: ../README.md (outside docs/: not on the site)"]
+
+
+@pytest.mark.parametrize("path", documents(), ids=relative)
+def test_relative_links_resolve(path: Path):
+    assert not _broken_links(path)
+
+
+def test_readme_is_short_and_links_every_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250, "README.md is the front page: keep it within 250 lines"
+    linked = {(ROOT / target.partition("#")[0]).resolve() for _, target in links(readme)}
+    pages = [p for p in documents()[1:] if p.name != "index.md"]
+    assert not [relative(p) for p in pages if p.resolve() not in linked], "pages README.md does not link"
+
+
+# Known gap, to fix in the library (issue 22): the public function ``compose`` and the
+# subpackage ``avalanche_tmc/compose/`` share a name, so the API reference documents the
+# package and not the function (and ``import avalanche_tmc.compose as c`` gives the
+# function). Remove the name from this list once they no longer clash: the test then
+# fails until it is removed.
+KNOWN_ABSENT_FROM_API = ["compose"]
+
+
+@pytest.mark.integration
 def test_make_docs_builds(tmp_path):
     """The full site build, as ``make docs`` runs it (skipped without the ``docs`` extra)."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
     out = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
     api = (out / "api" / "index.html").read_text(encoding="utf-8")
-    for name in avalanche_tmc.__all__:
-        assert f'id="avalanche_tmc.{name}"' in api, name
+    absent = [name for name in avalanche_tmc.__all__ if f'id="avalanche_tmc.{name}"' not in api]
+    assert absent == KNOWN_ABSENT_FROM_API, f"public names the API reference does not render: {absent}"
+    home = (out / "index.html").read_text(encoding="utf-8")  # the README's quick start, included
+    assert 'id="quick-start"' in home and "TMCStrategy" in home and "8&lt;--" not in home and "--8<--" not in home
+    for page in documents()[1:]:
+        built = out / page.relative_to(DOCS).with_suffix("") / "index.html"
+        assert page.name == "index.md" or built.is_file(), f"{relative(page)} was not built"
+
+
+def test_the_site_home_includes_the_readme_quick_start():
+    home = rendered_text(DOCS / "index.md")
+    assert "## Quick start" in home and "strategy.forget(2)" in home and "--8<--" not in home
