@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 EMOJI_PREFIX := $(HOME)/.cache/avalanche_tmc/emoji
 EMOJI_SETS := @iconify-json/twemoji @iconify-json/openmoji @iconify-json/noto \
               @iconify-json/fluent-emoji-flat @iconify-json/fluent-emoji-high-contrast
@@ -49,23 +50,27 @@ digits: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-test: install
+# The linter, the strict documentation build, then the tests.
+test: install $(DOCS_STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -q -m "not slow" tests
 
-test-all: install
+test-all: install $(DOCS_STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest -q tests
 
-# The API reference and the README's sections as a site in site/ (not part of .ci/run).
-DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): $(STAMP)
+# The documentation site in site/: the pages under docs/ (mkdocs.yml lists them) and the API
+# reference rendered from the docstrings. Strict: a broken link or anchor, a page missing
+# from the navigation or a docstring that does not render fails it (make test runs it).
+$(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(PIP) install -c constraints.txt -e ".[docs]"
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict
-	@echo "API reference: site/api/index.html (open site/index.html)"
+	@echo "site/index.html (API reference: site/api/index.html)"
 
 clean:
 	rm -rf $(VENV) *.egg-info build dist site
