@@ -22,7 +22,7 @@ from avalanche_tmc import (
 )
 from avalanche_tmc.cli import EXIT_TRAINING, main
 from tests.avalanche_tmc import cli_factories
-from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tensor_dataset
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tensor_dataset, tmc
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -117,3 +117,39 @@ def test_the_command_line_exits_with_the_training_code_on_divergence(method, mod
     assert code == EXIT_TRAINING == 6
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_diverged_experience_is_stopped_and_nothing_composed():
+    bm = small_benchmark()
+    strategy = tmc()
+    strategy.train(bm.train_stream[0])
+    composed = strategy.composed_delta
+    model_delta = strategy.model.delta
+    strategy.optimizer.param_groups[0]["lr"] = 1e30
+    with pytest.raises(DivergenceError, match=r"Experience 1: training diverged at iteration \d+ \(epoch 1\)"):
+        strategy.train(bm.train_stream[1])
+    assert strategy.tangent_plugin.composition.keys == [0]
+    assert_same_tensors(strategy.composed_delta, composed)
+    assert_same_tensors(strategy.model.delta, model_delta)
+    assert not strategy.tangent_plugin.in_training_exp
+    strategy.optimizer.param_groups[0]["lr"] = 1e-2
+    strategy.train(bm.train_stream[1])  # and it can be trained again normally
+    assert strategy.tangent_plugin.composition.keys == [0, 1]
+
+
+def test_nan_input_stops_the_experience():
+    bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
+    strategy = tmc()
+    with pytest.raises(DivergenceError, match="Experience 0.*loss is nan"):
+        strategy.train(bm.train_stream[0], shuffle=False)
+    assert len(strategy.tangent_plugin.composition) == 0
+    assert all(torch.count_nonzero(v) == 0 for v in strategy.model.delta.values())
+
+
+def test_analytic_head_refuses_nan_features():
+    bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
+    strategy = _analytic()
+    with pytest.raises(DivergenceError, match="Experience 0: the features of training iteration 1 hold NaN"):
+        strategy.train(bm.train_stream[0], shuffle=False)
+    assert len(strategy.statistics) == 0
+    assert strategy.model.weight.numel() == 0

@@ -16,7 +16,7 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy, TMEStrategy
 from avalanche_tmc.compose.deltas import compose  # (avalanche_tmc.compose is also the package's name)
-from tests.helpers import TinyResNet, digits_benchmark, digits_splits
+from tests.helpers import NUM_CLASSES, TinyResNet, digits_benchmark, digits_splits, tmc
 
 EPOCHS = 2
 
@@ -219,3 +219,16 @@ def test_o1_memory_mode_and_errors(digits, backbone):
         make_strategy(TMEStrategy, backbone, keep_components=False)
     with pytest.raises(TypeError, match="TangentModel"):
         TMCStrategy(model=copy.deepcopy(backbone))
+
+
+def test_strategy_refuses_bad_lr():
+    for lr in (-1e-3, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lr must be a positive finite number"):
+            tmc(lr=lr)
+
+
+@pytest.mark.parametrize("epochs", [0, -1, 1.5, True])
+def test_zero_training_epochs_are_refused(epochs):
+    """Issue 21: train_epochs=0 composed a zero δ with weight 1, diluting the others."""
+    with pytest.raises(ValueError, match="train_epochs must be an integer >= 1"):
+        TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), train_epochs=epochs)

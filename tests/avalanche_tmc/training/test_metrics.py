@@ -11,14 +11,13 @@ import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_tmc import DEFAULT_LR, RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
-from avalanche_tmc.adaptation import Adaptation
+from avalanche_tmc import DEFAULT_LR, Adaptation, RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
 from avalanche_tmc.cli import build_parser
-from avalanche_tmc.ensemble import nll_of_log_probs
-from avalanche_tmc.metrics import loss_metrics
+from avalanche_tmc.compose.ensemble import nll_of_log_probs
+from avalanche_tmc.training.metrics import loss_metrics
 from tests.helpers import TinyResNet, small_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(strategy_class):

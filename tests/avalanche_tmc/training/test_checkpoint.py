@@ -11,13 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from avalanche_tmc import TangentModel, TMCStrategy, TMEStrategy
-from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
-from avalanche_tmc.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
-from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, TMEStrategy, penultimate
+from avalanche_tmc.training.checkpoint import (
+    CheckpointError,
+    load_learned,
+    maybe_load_checkpoint,
+    save_checkpoint,
+    save_learned,
+)
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
 
 warnings.filterwarnings("ignore", message="No loggers specified")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _strategy(cls=TMCStrategy, width=4, seed=0, **kwargs):
@@ -184,3 +189,38 @@ def test_other_strategies_are_checked_for_type_and_architecture(bm, tmp_path):
         maybe_load_checkpoint(naive(width=8), path)
     with pytest.raises(CheckpointError, match="strategy type"):
         maybe_load_checkpoint(_strategy(), path)
+
+
+def assert_same_delta(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path):
+    import subprocess
+    import sys
+
+    root = str(ROOT)
+    ckpt, resumed, full = (str(tmp_path / n) for n in ("ckpt.pkl", "resumed.pt", "full.pt"))
+    for mode, out in (("first", ""), ("resume", resumed), ("full", full)):
+        done = subprocess.run([sys.executable, "-m", "tests.avalanche_tmc.checkpoint_job", mode, ckpt, out],
+                              capture_output=True, text=True, cwd=root)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []  # the atomic write left no temp file
+    a, b = torch.load(resumed), torch.load(full)
+    assert a["keys"] == b["keys"] == [0, 1, 2, 3]
+    assert_same_delta(a["delta"], b["delta"])
+    for key in b["components"]:
+        assert_same_delta(a["components"][key], b["components"][key])
+
+
+def test_failed_checkpoint_keeps_the_previous_file(tmp_path):
+    path = tmp_path / "ckpt.pkl"
+    path.write_bytes(b"previous")
+    strategy = tmc()
+    strategy.unpicklable = (i for i in range(3))
+    with pytest.raises(Exception):
+        save_checkpoint(strategy, str(path))
+    assert path.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pkl"]

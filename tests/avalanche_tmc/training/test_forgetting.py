@@ -1,18 +1,15 @@
-"""Strategies refuse what would compose nonsense (issue 21): zero training steps, inexact
-forgetting after replay or distillation, a base that changed since training; forgetting is
-complete (replay buffers purged, component files removed); train_parallel of nothing
-changes nothing."""
+"""Forgetting is exact or refused (issue 21; ``avalanche_tmc.training.forgetting``): inexact
+forgetting after replay or distillation is refused unless asked for, and forgetting is
+complete (replay buffers purged, component files removed, checksums compared)."""
 
 import os
 import warnings
 
 import pytest
 import torch
-from avalanche.core import SupervisedPlugin
 
-from avalanche_tmc import TangentModel, TMCStrategy
-from avalanche_tmc import component_files as cf
-from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
+from avalanche_tmc import files as cf
 from avalanche_tmc.distributed import train_parallel
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
 
@@ -39,40 +36,6 @@ def _train(strategy, experiences):
 @pytest.fixture(scope="module")
 def bm():
     return small_benchmark(n_experiences=4)
-
-
-class _StopAtOnce(SupervisedPlugin):
-    def before_training_epoch(self, strategy, **kwargs):
-        strategy.stop_training()
-
-
-@pytest.mark.parametrize("epochs", [0, -1, 1.5, True])
-def test_zero_training_epochs_are_refused(epochs):
-    """Issue 21: train_epochs=0 composed a zero δ with weight 1, diluting the others."""
-    with pytest.raises(ValueError, match="train_epochs must be an integer >= 1"):
-        TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), train_epochs=epochs)
-
-
-def test_an_experience_without_a_training_step_is_not_composed(bm):
-    strategy = _train(tmc(), bm.train_stream[:1])
-    before = strategy.composed_delta
-    strategy.plugins.append(_StopAtOnce())
-    with pytest.raises(ValueError, match="no training step"):
-        strategy.train(bm.train_stream[1])
-    assert strategy.tangent_plugin.composition.keys == [0]
-    assert all(torch.equal(before[n], strategy.composed_delta[n]) for n in before)
-
-
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner):
-    """Issue 21: train_parallel(strategy, []) emptied an AnalyticHeadStrategy's statistics."""
-    strategy = _train(tmc() if learner == "tmc" else analytic(), bm.train_stream[:1])
-    composition = _learned(strategy)
-    report = train_parallel(strategy, [])
-    assert report.experiences == []
-    assert _learned(strategy) is composition and composition.keys == [0]
-    strategy.train(bm.train_stream[1])  # the next experience is added to experience 0, not alone
-    assert _learned(strategy).keys == [0, 1]
 
 
 def test_forgotten_experiences_are_purged_from_the_replay_buffer(bm):
@@ -121,18 +84,6 @@ def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner):
     assert _learned(strategy).keys == [0]
 
 
-def test_a_base_changed_after_training_is_refused(bm):
-    """Issue 21: loading other base weights into the wrapped network went unnoticed at evaluation."""
-    strategy = _train(tmc(), bm.train_stream[:1])
-    torch.manual_seed(7)
-    strategy.model.model.load_state_dict(TinyResNet(num_classes=NUM_CLASSES).state_dict())
-    with pytest.raises(ValueError, match="changed since the components were trained"):
-        strategy.eval(bm.test_stream)
-    with pytest.raises(ValueError, match="changed since the components were trained"):
-        strategy.train(bm.train_stream[1])
-    assert strategy.tangent_plugin.composition.keys == [0]
-
-
 def test_forget_with_component_dir_removes_the_file(bm, tmp_path):
     """Issue 21: the forgotten component's file stayed and from_components brought it back."""
     strategy = _train(tmc(component_dir=str(tmp_path)), bm.train_stream[:2])
@@ -162,3 +113,35 @@ def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trai
     expected = cf.composed_delta(cf.compose_components([files[0], files[1]]))
     for name, value in expected.items():
         assert torch.allclose(strategy.composed_delta[name], value, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_forget_is_refused_when_later_experiences_replayed_it(learner):
+    from avalanche.training.plugins import ReplayPlugin
+
+    bm = small_benchmark(n_experiences=4)
+    replay = ReplayPlugin(mem_size=8)
+    strategy = tmc(plugins=[replay]) if learner == "tmc" else analytic(plugins=[replay])
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    keys = lambda: strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys  # noqa
+    with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*\[1, 2, 3\].*ReplayPlugin.*"
+                                         r"forget\(3\), forget\(2\), forget\(1\), then forget\(0\)"):
+        strategy.forget(0)
+    assert keys() == [0, 1, 2, 3]
+    strategy.forget(3)  # the most recent one is exact
+    with pytest.raises(ValueError, match=r"experiences \[1, 2\]"):
+        strategy.forget(0)
+    strategy.forget(2)
+    strategy.forget(1)
+    strategy.forget(0)
+    assert keys() == []
+
+
+def test_forget_without_replay_is_unchanged():
+    bm = small_benchmark(n_experiences=4)
+    strategy = tmc()
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    strategy.forget(0)
+    assert strategy.tangent_plugin.composition.keys == [1, 2, 3]

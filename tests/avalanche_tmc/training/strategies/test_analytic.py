@@ -10,7 +10,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EarlyStoppingPlugin, EvaluationPlugin, LRSchedulerPlugin
 
-from avalanche_tmc.analytic import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 

@@ -1,0 +1,97 @@
+"""``TaskMaskPlugin`` and the task labels and classes it reads: every Avalanche 0.6 benchmark
+generator works with the tangent plugin and the analytic head, and the recorded classes are
+the ones in the data."""
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, tensor_dataset, tmc
+
+
+def analytic(**kwargs) -> AnalyticHeadStrategy:
+    torch.manual_seed(0)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+                                **kwargs)
+
+
+def _cls(dataset):
+    from avalanche.benchmarks.utils import as_classification_dataset
+    return as_classification_dataset(dataset)
+
+
+def _with_task(dataset, task):
+    from avalanche.benchmarks.utils import _make_taskaware_classification_dataset
+    return _make_taskaware_classification_dataset(dataset, task_labels=task)
+
+
+def _two_halves(seed):
+    """Two datasets with disjoint classes {0, 1} and {2, 3}."""
+    full = tensor_dataset(24, seed=seed)
+    parts = []
+    for classes in ((0, 1), (2, 3)):
+        idx = [i for i, y in enumerate(full.targets) if y in classes]
+        part = TensorDataset(full.tensors[0][idx], full.tensors[1][idx])
+        part.targets = [full.targets[i] for i in idx]
+        parts.append(part)
+    return parts
+
+
+def _generators():
+    import avalanche.benchmarks as B
+
+    train, test = tensor_dataset(24), tensor_dataset(16, seed=1)
+    (tr0, tr1), (te0, te1) = _two_halves(0), _two_halves(1)
+    return {
+        # name: (benchmark, task-incremental?)
+        "nc_benchmark": (lambda: B.nc_benchmark(train, test, n_experiences=2, task_labels=False, seed=0), False),
+        "nc_benchmark-task": (lambda: B.nc_benchmark(train, test, n_experiences=2, task_labels=True, seed=0), True),
+        "ni_benchmark": (lambda: B.ni_benchmark(train, test, n_experiences=2, seed=0), False),
+        "class_incremental_benchmark": (lambda: B.class_incremental_benchmark(
+            {"train": _cls(train), "test": _cls(test)}, num_experiences=2), False),
+        "new_instances_benchmark": (lambda: B.new_instances_benchmark(_cls(train), _cls(test), num_experiences=2),
+                                    False),
+        "benchmark_from_datasets": (lambda: B.benchmark_from_datasets(
+            train=[_cls(tr0), _cls(tr1)], test=[_cls(te0), _cls(te1)]), False),
+        "task_incremental_benchmark": (lambda: B.task_incremental_benchmark(B.benchmark_from_datasets(
+            train=[_cls(tr0), _cls(tr1)], test=[_cls(te0), _cls(te1)])), True),
+        "with_task_labels": (lambda: B.with_task_labels(B.benchmark_from_datasets(
+            train=[_with_task(tr0, 0), _with_task(tr1, 1)], test=[_with_task(te0, 0), _with_task(te1, 1)])), True),
+        "data_incremental_benchmark": (lambda: B.data_incremental_benchmark(B.nc_benchmark(
+            train, test, n_experiences=2, task_labels=False, seed=0), experience_size=8), False),
+        "tensors_benchmark": (lambda: B.tensors_benchmark(
+            [(tr0.tensors[0], tr0.tensors[1]), (tr1.tensors[0], tr1.tensors[1])],
+            [(te0.tensors[0], te0.tensors[1]), (te1.tensors[0], te1.tensors[1])], task_labels=[0, 1]), True),
+        "dataset_benchmark": (lambda: B.dataset_benchmark([tr0, tr1], [te0, te1]), False),
+    }
+
+
+GENERATORS = list(_generators())
+
+
+def _expected_classes(experience):
+    ys = [int(experience.dataset[i][1]) for i in range(len(experience.dataset))]
+    return set(ys)
+
+
+@pytest.mark.parametrize("name", GENERATORS)
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_every_benchmark_generator_works(name, learner):
+    make, task_il = _generators()[name]
+    bm = make()
+    strategy = tmc() if learner == "tmc" else analytic()
+    train = list(bm.train_stream)
+    for exp in train:
+        strategy.train(exp)
+    metrics = strategy.eval(bm.test_stream)
+    assert any(k.startswith("Top1_Acc_Stream") for k in metrics)
+    plugin = strategy.tangent_plugin if learner == "tmc" else strategy.plugins[0]
+    assert plugin.uses_task_mask() == task_il
+    learned = strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys
+    assert learned == [exp.current_experience for exp in train]
+    for exp in train:  # the recorded classes are the ones in the data
+        tasks = set(int(t) for t in getattr(exp.dataset, "targets_task_labels", [0] * len(exp.dataset)))
+        for task in tasks:
+            assert _expected_classes(exp) <= plugin.task_classes[task]
