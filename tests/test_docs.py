@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import avalanche_tmc
-from tests.doc_pages import DOCS, anchors, documents, links, relative, rendered_text
+from tests.doc_pages import DOCS, anchors, documents, links, prose_lines, relative, rendered_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,3 +208,23 @@ def test_make_docs_builds(tmp_path):
 def test_the_site_home_includes_the_readme_quick_start():
     home = rendered_text(DOCS / "index.md")
     assert "## Quick start" in home and "strategy.forget(2)" in home and "--8<--" not in home
+
+
+CHECKOUT_PATH = re.compile(r"`((?:avalanche_tmc|benchmarks|baselines|experiments|examples|tests|docs)/[\w./-]*)`")
+
+
+def checkout_paths(text: str) -> List[str]:
+    """Paths of the checkout that the prose of ``text`` names in inline code
+    (``benchmarks/presets.py``, ``tests/avalanche_tmc/files/``)."""
+    return [m.group(1) for line in prose_lines(text) for m in CHECKOUT_PATH.finditer(line)]
+
+
+def test_checkout_paths_reads_inline_code_only():
+    text = "see `benchmarks/run.py` and `tests/x/`, not benchmarks/y.py\n```\n`docs/z.md`\n```\n"
+    assert checkout_paths(text) == ["benchmarks/run.py", "tests/x/"]
+
+
+@pytest.mark.parametrize("path", documents(), ids=relative)
+def test_files_the_pages_name_exist(path: Path):
+    missing = [p for p in checkout_paths(path.read_text(encoding="utf-8")) if not (ROOT / p).exists()]
+    assert not missing, f"{relative(path)} names files that do not exist (moved?): {missing}"
