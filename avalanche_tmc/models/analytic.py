@@ -60,6 +60,7 @@ class LayerFeatures(nn.Module):
         raise _Reached(output)
 
     def forward(self, x: Tensor) -> Tensor:
+        """The pooled ``(batch, channels)`` output of :attr:`layer` for ``x``."""
         try:
             self.model(x)
         except _Reached as reached:
@@ -141,4 +142,5 @@ class AnalyticClassifier(nn.Module):
         return cosine.masked_fill(torch.isnan(self.means[:, 0]).unsqueeze(0), -2.0)  # below any cosine
 
     def forward(self, x: Tensor) -> Tensor:
+        """Class scores of ``x``: :meth:`scores` of :meth:`embed`."""
         return self.scores(self.embed(x))

@@ -97,6 +97,7 @@ class TangentFeatures(nn.Module):
 
     @torch.no_grad()
     def forward(self, x: Tensor) -> Tensor:
+        """The features of ``x`` at the fixed ``δ``."""
         return self.tangent.forward_with(x, self.delta)
 
 

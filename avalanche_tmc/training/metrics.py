@@ -106,7 +106,9 @@ class CSVLogger(AvalancheCSVLogger):
     them by Avalanche's fixed names, ``Loss_Epoch`` and ``Loss_Exp``)."""
 
     def after_training_epoch(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
+        """Avalanche's row of the epoch, the named losses in its loss column."""
         super().after_training_epoch(strategy, _avalanche_names(metric_values), **kwargs)
 
     def after_eval_exp(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
+        """Avalanche's row of the evaluated experience, the named losses in its loss column."""
         super().after_eval_exp(strategy, _avalanche_names(metric_values), **kwargs)

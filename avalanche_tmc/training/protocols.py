@@ -33,7 +33,9 @@ class TrainingStrategy(Protocol):
 
     def _load_train_state(self, prev_state: Any) -> None: ...
 
-    def train(self, experiences: Iterable[Any], eval_streams: Optional[Any] = None, **kwargs: Any) -> Any: ...
+    def train(self, experiences: Iterable[Any], eval_streams: Optional[Any] = None, **kwargs: Any) -> Any:
+        """Avalanche's ``train()``."""
+        ...
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ a diverging experience); :mod:`avalanche_tmc.training.strategies.tangent` does t
 
 import copy
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Tuple, Union
 
 import torch
 
@@ -295,9 +295,11 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
             model.load_delta(delta)
 
     def save_training_state(self, strategy: "SupervisedTemplate") -> Delta:
+        """The ``δ`` of the component being trained."""
         return self.tangent_model(strategy).delta
 
     def load_training_state(self, strategy: "SupervisedTemplate", state: Delta) -> None:
+        """Load the ``δ`` of the component being trained back into the model."""
         self.tangent_model(strategy).load_delta(state)
 
     def ensembles(self) -> bool:
@@ -321,7 +323,8 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
         """Experience id -> trained component δ (when components are kept)."""
         return self.composition.components
 
-    def forget(self, strategy, exp_id: Hashable, delta: Optional[Delta] = None, *, inexact: bool = False) -> None:
+    def forget(self, strategy: Union["SupervisedTemplate", TangentModel], exp_id: Hashable,
+               delta: Optional[Delta] = None, *, inexact: bool = False) -> None:
         """Remove experience ``exp_id`` from the composition and load the result into the
         strategy's model (``strategy``: the strategy, or just its :class:`TangentModel`,
         then its plugins are not checked).

@@ -207,6 +207,8 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         return old
 
     def learned_settings(self) -> Dict[str, object]:
+        """What must agree between processes that compose statistics together: the head, the
+        projection and the feature network."""
         from ...compose.additive import tensors_sha256
 
         model = self.model
@@ -225,9 +227,11 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
 
     def learned_classes(self) -> Dict[Hashable, Dict[int, List[int]]]:
+        """Experience id -> task label -> classes of every experience learned."""
         return dict(self.component_classes)
 
     def component_settings(self) -> Dict[str, object]:
+        """How the statistics are used, recorded in component files (head, ridge λ)."""
         return dict(head=self.model.head, ridge_lambda=self.ridge_lambda)
 
     def base_network(self) -> nn.Module:

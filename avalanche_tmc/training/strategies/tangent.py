@@ -137,6 +137,7 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         return old
 
     def check_independent(self, what: str) -> None:
+        """Raise ``ValueError`` for TMC-Seq, whose components are not independent (``what``: the use)."""
         if self.mode == "tmc-seq":
             raise ValueError(
                 f"TMC-Seq cannot {what}: each of its components starts from the composition of the experiences "
@@ -144,16 +145,20 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
                 "TMEStrategy (independent components) for parallel or federated training.")
 
     def learned_settings(self) -> Dict[str, Any]:
+        """What must agree between processes that compose together: mode, weighting, base."""
         return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting,
                     fingerprint=self.model.base_fingerprint())
 
     def installed(self, classes: Dict[Hashable, Dict[int, List[int]]]) -> None:
+        """Components were merged in from elsewhere: record their classes, load the composition."""
         self.tangent_plugin.installed(self.model, classes)
 
     def learned_classes(self) -> Dict[Hashable, Dict[int, List[int]]]:
+        """Experience id -> task label -> classes of every component."""
         return dict(self.tangent_plugin.component_classes)
 
     def component_settings(self) -> Dict[str, Any]:
+        """How the components were made, recorded in component files (mode, weighting)."""
         return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
 
     def base_network(self) -> torch.nn.Module:
