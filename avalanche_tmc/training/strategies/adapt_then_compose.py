@@ -97,6 +97,11 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
         self.model.features, self.adapted_on = snap["features"], snap["adapted_on"]
         self.adaptation_choice, self.adaptation_scores = snap["choice"], snap["scores"]
 
+    def base_network(self) -> nn.Module:
+        """The network the features were adapted from (given, never modified): what the
+        statistics belong to, whatever the adaptation made of it."""
+        return self.network
+
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:
         """Remove an experience's statistics; refused for the adaptation experience
         unless ``inexact=True`` (its imprint on the features stays)."""

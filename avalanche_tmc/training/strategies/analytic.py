@@ -235,10 +235,8 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         return dict(head=self.model.head, ridge_lambda=self.ridge_lambda)
 
     def base_network(self) -> nn.Module:
-        """The pre-trained network the statistics belong to: the frozen features (a subclass
-        that adapts them keeps the network it started from as ``network``)."""
-        network = getattr(self, "network", None)
-        return network if isinstance(network, nn.Module) else self.model.features
+        """The pre-trained network the statistics belong to: the frozen features."""
+        return self.model.features
 
     def load_components(self, paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None
                         ) -> List[Hashable]:

@@ -161,3 +161,9 @@ def test_bad_arguments_are_refused_with_advice():
         AdaptThenComposeStrategy(network=network(), num_classes=7)
     with pytest.raises(TypeError, match="Adaptation"):
         AdaptThenComposeStrategy(network=network(), num_classes=10, adaptation=[])
+
+
+def test_the_statistics_belong_to_the_given_network():
+    net = network()
+    learner = AdaptThenComposeStrategy(network=net, num_classes=10, evaluator=quiet_evaluator())
+    assert learner.base_network() is net and learner.model.features is not net
