@@ -40,9 +40,18 @@ import sys
 import tempfile
 import textwrap
 import traceback
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .loggers import LOGGERS  # standard library only: keeps --help fast
+
+if TYPE_CHECKING:  # for the annotations only: importing them here would slow --help down
+    from avalanche.core import SupervisedPlugin
+    from avalanche.training.plugins import EvaluationPlugin
+    from avalanche.training.templates import SupervisedTemplate
+    from torch import nn
+
+    from .compose.learner import ComposableLearner
+    from .files import Component
 
 __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY", "EXIT_TRAINING",
@@ -107,9 +116,9 @@ class UsageError(ValueError):
 # ---------------------------------------------------------------------------- argument types (bad values: exit 2)
 
 
-def _positive(kind, allowed: str):
+def _positive(kind: Callable[[str], float], allowed: str) -> Callable[[str], float]:
     """An argparse type: a ``kind`` (int or float) in (0, inf), else a usage error saying so."""
-    def parse(text: str):
+    def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
@@ -126,7 +135,7 @@ _POSITIVE_FLOAT = _positive(float, "must be a positive finite number")
 _POSITIVE_INT = _positive(int, "must be an integer >= 1")
 
 
-def _experience_id(text: str):
+def _experience_id(text: str) -> Union[int, str]:
     """``--experience``: an integer >= 0 (an index into the training stream) or ``all``."""
     if text == "all":
         return text
@@ -192,7 +201,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
         raise FactoryError(f"{module_name!r} has no function {function!r} (factory {spec!r}).") from None
 
 
-def _call_factory(spec: str, options: Dict[str, Any], what: str):
+def _call_factory(spec: str, options: Dict[str, Any], what: str) -> Any:
     factory = load_factory(spec)
     try:
         result = factory(**options)
@@ -202,7 +211,7 @@ def _call_factory(spec: str, options: Dict[str, Any], what: str):
     return result
 
 
-def _network(args):
+def _network(args: argparse.Namespace) -> "nn.Module":
     from torch import nn
 
     net = _call_factory(args.model, args.model_options, "model")
@@ -211,7 +220,7 @@ def _network(args):
     return net
 
 
-def _benchmark(args):
+def _benchmark(args: argparse.Namespace) -> Any:
     bm = _call_factory(args.data, args.data_options, "data")
     if not hasattr(bm, "train_stream") or not hasattr(bm, "test_stream"):
         raise FactoryError(f"The data factory {args.data} returned a {type(bm).__name__}, not an Avalanche benchmark "
@@ -222,7 +231,7 @@ def _benchmark(args):
 # ---------------------------------------------------------------------------- progress
 
 
-def _progress_plugin(enabled: bool, position: int = 0):
+def _progress_plugin(enabled: bool, position: int = 0) -> "SupervisedPlugin":
     """A plugin showing a tqdm bar per training or evaluation experience (on stderr) and
     counting evaluation accuracy per experience."""
     from avalanche.core import SupervisedPlugin
@@ -235,7 +244,7 @@ def _progress_plugin(enabled: bool, position: int = 0):
             self.correct: Dict[int, int] = {}
             self.seen: Dict[int, int] = {}
 
-        def _open(self, strategy, desc: str, total: int) -> None:
+        def _open(self, strategy: "SupervisedTemplate", desc: str, total: int) -> None:
             self.bar = tqdm(total=total, desc=desc, unit="batch", disable=not enabled, position=position,
                             leave=False, file=sys.stderr)
 
@@ -244,23 +253,23 @@ def _progress_plugin(enabled: bool, position: int = 0):
                 self.bar.close()
                 self.bar = None
 
-        def before_training_epoch(self, strategy, **kwargs):
+        def before_training_epoch(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             exp = strategy.experience.current_experience
             self._open(strategy, f"experience {exp}, epoch {strategy.clock.train_exp_epochs + 1}/"
                                  f"{strategy.train_epochs}", len(strategy.dataloader))
 
-        def after_training_iteration(self, strategy, **kwargs):
+        def after_training_iteration(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             if self.bar is not None:
                 self.bar.update(1)
 
-        def after_training_epoch(self, strategy, **kwargs):
+        def after_training_epoch(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             self._close()
 
-        def before_eval_exp(self, strategy, **kwargs):
+        def before_eval_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             self._open(strategy, f"evaluating experience {strategy.experience.current_experience}",
                        len(strategy.dataloader))
 
-        def after_eval_iteration(self, strategy, **kwargs):
+        def after_eval_iteration(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             exp = strategy.experience.current_experience
             right = int((strategy.mb_output.argmax(1) == strategy.mb_y).sum())
             self.correct[exp] = self.correct.get(exp, 0) + right
@@ -268,7 +277,7 @@ def _progress_plugin(enabled: bool, position: int = 0):
             if self.bar is not None:
                 self.bar.update(1)
 
-        def after_eval_exp(self, strategy, **kwargs):
+        def after_eval_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
             self._close()
 
     return Progress()
@@ -277,12 +286,12 @@ def _progress_plugin(enabled: bool, position: int = 0):
 # ---------------------------------------------------------------------------- logging
 
 
-def _speaks(args, rank: int) -> bool:
+def _speaks(args: argparse.Namespace, rank: int) -> bool:
     """Whether this process prints: rank 0 of a torchrun job, or every rank with --all-ranks."""
     return rank == 0 or bool(getattr(args, "all_ranks", False))
 
 
-def _evaluator(args, rank: int = 0, world: int = 1):
+def _evaluator(args: argparse.Namespace, rank: int = 0, world: int = 1) -> Optional["EvaluationPlugin"]:
     """Avalanche's ``EvaluationPlugin`` with accuracy and loss metrics (per epoch, experience
     and stream) sent to the ``--logger`` loggers; None (no metrics) without ``--logger``.
     Files go under ``--log-dir`` (``rank-<r>/`` per process of a torchrun job); text goes
@@ -300,7 +309,7 @@ def _evaluator(args, rank: int = 0, world: int = 1):
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from .metrics import loss_metrics  # named for their loss: RSL_Loss_*, CE_Loss_*
+    from .training.metrics import loss_metrics  # named for their loss: RSL_Loss_*, CE_Loss_*
 
     log_dir = args.log_dir if world == 1 else os.path.join(args.log_dir, f"rank-{rank}")
     loggers = make_loggers(names, log_dir, f"{args.command}-rank{rank}",
@@ -309,7 +318,7 @@ def _evaluator(args, rank: int = 0, world: int = 1):
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
 
 
-def _gather_written(written, world: int):
+def _gather_written(written: Optional[List[str]], world: int) -> List[Optional[List[str]]]:
     """Every process's written files, in rank order (one collective; only under torchrun)."""
     if world == 1:
         return [written]
@@ -323,15 +332,16 @@ def _gather_written(written, world: int):
 # ---------------------------------------------------------------------------- strategies
 
 
-def _head_size(net) -> int:
+def _head_size(net: "nn.Module") -> int:
     from .tangent import find_head
 
     return int(net.get_submodule(find_head(net)).out_features)
 
 
-def _tangent_strategy(net, method: str, args, plugins, linearize=None):
-    from .strategies import TMCStrategy
+def _tangent_strategy(net: "nn.Module", method: str, args: argparse.Namespace, plugins: List["SupervisedPlugin"],
+                      linearize: Union[None, str, List[str]] = None) -> "ComposableLearner":
     from .tangent import TangentModel
+    from .training.strategies.tangent import TMCStrategy
 
     model = TangentModel(net, linearize=linearize or ("head" if method == "tmc-fc" else "all"))
     return TMCStrategy(model=model, lr=args.lr, beta=args.beta, weighting=args.weighting, train_mb_size=args.batch_size,
@@ -339,20 +349,22 @@ def _tangent_strategy(net, method: str, args, plugins, linearize=None):
                        plugins=plugins, evaluator=getattr(args, "evaluator", None))
 
 
-def _analytic_model(net, head: str, projection_dim, seed: int = 0):
-    from .analytic import AnalyticClassifier, penultimate
+def _analytic_model(net: "nn.Module", head: str, projection_dim: Optional[int], seed: int = 0) -> "nn.Module":
+    from .models.analytic import AnalyticClassifier, penultimate
 
     return AnalyticClassifier(penultimate(net), _head_size(net), head=head, projection_dim=projection_dim, seed=seed)
 
 
-def _analytic_strategy(model, args, plugins):
-    from .analytic import AnalyticHeadStrategy
+def _analytic_strategy(model: "nn.Module", args: argparse.Namespace,
+                       plugins: List["SupervisedPlugin"]) -> "ComposableLearner":
+    from .training.strategies.analytic import AnalyticHeadStrategy
 
     return AnalyticHeadStrategy(model=model, train_mb_size=args.eval_batch_size, eval_mb_size=args.eval_batch_size,
                                 device=args.device, plugins=plugins, evaluator=getattr(args, "evaluator", None))
 
 
-def _strategy_for_method(net, args, plugins):
+def _strategy_for_method(net: "nn.Module", args: argparse.Namespace,
+                         plugins: List["SupervisedPlugin"]) -> "ComposableLearner":
     if args.method in ("tmc", "tmc-fc"):
         return _tangent_strategy(net, args.method, args, plugins)
     head = "ncm" if args.method == "ncm" else "ridge"
@@ -384,14 +396,14 @@ def _check_output(path: str, overwrite: bool) -> None:
     _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
 
 
-def _key(args):
+def _key(args: argparse.Namespace) -> Optional[bytes]:
     """The key of ``--key-file`` (None: the library then reads ``$AVALANCHE_TMC_KEY_FILE``)."""
     from .files import read_key_file
 
     return read_key_file(args.key_file) if getattr(args, "key_file", None) else None
 
 
-def cmd_train_component(args) -> int:
+def cmd_train_component(args: argparse.Namespace) -> int:
     """Train the named experiences and write one component file per experience."""
     from .distributed import init_parallel, shutdown_parallel, train_parallel
     from .files import save_component, strategy_components
@@ -450,7 +462,7 @@ def cmd_train_component(args) -> int:
     return EXIT_OK
 
 
-def _read(paths: Sequence[str], quiet: bool, key=None):
+def _read(paths: Sequence[str], quiet: bool, key: Optional[bytes] = None) -> List["Component"]:
     from tqdm import tqdm
 
     from .files import component_paths, load_component
@@ -462,7 +474,7 @@ def _read(paths: Sequence[str], quiet: bool, key=None):
                                                       disable=quiet or len(files) < 2, file=sys.stderr)]
 
 
-def cmd_compose(args) -> int:
+def cmd_compose(args: argparse.Namespace) -> int:
     """Compose component (and composition) files into one composition file."""
     from .files import compose_components, save_component
 
@@ -474,7 +486,7 @@ def cmd_compose(args) -> int:
     return EXIT_OK
 
 
-def cmd_forget(args) -> int:
+def cmd_forget(args: argparse.Namespace) -> int:
     """Subtract component files from a composition file."""
     from .files import forget_component, load_component, save_component
 
@@ -506,7 +518,7 @@ def _summary(info: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cmd_inspect(args) -> int:
+def cmd_inspect(args: argparse.Namespace) -> int:
     """Print what each file holds."""
     from .files import describe
 
@@ -515,7 +527,8 @@ def cmd_inspect(args) -> int:
     return EXIT_OK
 
 
-def _evaluation_strategy(composition, net, args, progress):
+def _evaluation_strategy(composition: "Component", net: "nn.Module", args: argparse.Namespace,
+                         progress: "SupervisedPlugin") -> "ComposableLearner":
     """A strategy on the factory's network holding the composition (checked to fit it)."""
     from .files import install_composition
 
@@ -530,7 +543,7 @@ def _evaluation_strategy(composition, net, args, progress):
     return strategy
 
 
-def cmd_evaluate(args) -> int:
+def cmd_evaluate(args: argparse.Namespace) -> int:
     """Accuracy of the composition of the files on the data's test stream."""
     from .files import compose_components
 
@@ -608,7 +621,8 @@ def _files_argument(parser: argparse.ArgumentParser, what: str, json_output: boo
         parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _command(commands, name: str, run, summary: str, description: str) -> argparse.ArgumentParser:
+def _command(commands: "argparse._SubParsersAction", name: str, run: Callable[[argparse.Namespace], int], summary: str,
+             description: str) -> argparse.ArgumentParser:
     """A subcommand with its one-line ``summary``, wrapped ``description``, the exit codes
     below its options, and ``run`` as what it does."""
     parser = commands.add_parser(name, formatter_class=_Formatter, epilog=EXIT_CODES, help=summary,

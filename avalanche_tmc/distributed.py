@@ -66,7 +66,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -75,7 +75,8 @@ from torch import Tensor
 
 from .compose.additive import AdditiveComposition
 from .compose.learner import ComposableLearner
-from .safety import check_new_experience_ids, dependent_plugin_names
+from .training.forgetting import dependent_plugin_names
+from .training.mixins import check_new_experience_ids
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelSetupError", "ParallelReport", "lost_ranks",
@@ -98,6 +99,8 @@ class ParallelSetupError(ParallelTrainingError):
 
 
 _LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets for every process
+
+_Layout = List[Tuple[str, List[int], str]]  # (name, shape, dtype) of each summed tensor, in order
 
 
 @dataclass
@@ -124,7 +127,7 @@ class UnshardedLoaders:
     experience per process (:func:`train_parallel`), and an evaluation on one process
     must see the whole test set. Without a process group nothing changes."""
 
-    def _obtain_common_dataloader_parameters(self, **kwargs):
+    def _obtain_common_dataloader_parameters(self, **kwargs: Any) -> Dict[str, Any]:
         args = super()._obtain_common_dataloader_parameters(**kwargs)
         # Avalanche's plain-DataLoader branch (an experience without task labels) takes no
         # such argument and never shards anyway.
@@ -210,7 +213,7 @@ def assign_experiences(sizes: Sequence[int], world_size: int) -> List[List[int]]
 # ---------------------------------------------------------------------------- learners
 
 
-def _layout(tensors) -> List[Tuple[str, List[int], str]]:
+def _layout(tensors: Mapping[str, Tensor]) -> _Layout:
     return [(name, list(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()]
 
 
@@ -220,7 +223,7 @@ class _Learner:
     aside during the local training (the process's own sum), then the members of every
     process merged into it."""
 
-    def __init__(self, strategy):
+    def __init__(self, strategy: ComposableLearner):
         if not isinstance(strategy, ComposableLearner):
             raise TypeError(
                 f"train_parallel trains TMCStrategy, TMEStrategy or AnalyticHeadStrategy (independent components or "
@@ -242,16 +245,18 @@ class _Learner:
             self.strategy.replace_learned(self.saved)
             self.saved = None
 
-    def layout(self) -> Optional[List[Tuple[str, List[int], str]]]:
+    def layout(self) -> Optional[_Layout]:
         """(name, shape, dtype) of the summed tensors, or None when nothing was learned here."""
         return _layout(self.local().summed()) if len(self.local()) else None
 
     def local_sum(self) -> Optional["OrderedDict[str, Tensor]"]:
         return self.local().summed() if len(self.local()) else None
 
-    def install(self, weights, total, components, checksums, experiences) -> None:
+    def install(self, weights: Mapping[Hashable, float], total: Optional[Mapping[str, Tensor]],
+                components: Optional[Mapping[Hashable, Mapping[str, Tensor]]],
+                checksums: Optional[Mapping[Hashable, str]], experiences: Sequence[Any]) -> None:
         """Merge every process's members into the composition set aside and put it back."""
-        from .plugin import experience_task_classes
+        from .training.plugins.task_mask import experience_task_classes
 
         composition = self.saved
         if total is not None:
@@ -264,11 +269,11 @@ class _Learner:
 # ---------------------------------------------------------------------------- collectives
 
 
-def _flatten(tensors: "OrderedDict[str, Tensor]", layout, dtype) -> Tensor:
+def _flatten(tensors: Mapping[str, Tensor], layout: _Layout, dtype: torch.dtype) -> Tensor:
     return torch.cat([tensors[name].detach().reshape(-1).to(dtype) for name, _, _ in layout])
 
 
-def _unflatten(flat: Tensor, layout, device) -> "OrderedDict[str, Tensor]":
+def _unflatten(flat: Tensor, layout: _Layout, device: torch.device) -> "OrderedDict[str, Tensor]":
     out, offset = OrderedDict(), 0
     for name, shape, dtype in layout:
         numel = 1
@@ -289,13 +294,14 @@ def _describe_shares(assignment: Dict[int, List[Any]]) -> str:
     return ", ".join(f"rank {r}: experiences {ids}" for r, ids in assignment.items())
 
 
-def _control_group():
+def _control_group() -> Optional["dist.ProcessGroup"]:
     """The group of the monitored barrier: it needs gloo (the default group with gloo,
     else a gloo group beside NCCL's), made while every process is present."""
     return None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
 
 
-def _wait_for_all(group, rank: int, assignment: Dict[int, List[Any]], timeout: float) -> None:
+def _wait_for_all(group: Optional["dist.ProcessGroup"], rank: int, assignment: Dict[int, List[Any]],
+                  timeout: float) -> None:
     """A monitored barrier with a timeout: rank 0 names the ranks that do not arrive."""
     try:
         dist.monitored_barrier(group=group, timeout=timedelta(seconds=timeout), wait_all_ranks=True)
@@ -346,8 +352,8 @@ def _check_same_setup(setup: Dict[str, Any], rank: int) -> None:
 # ---------------------------------------------------------------------------- train_parallel
 
 
-def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = None,
-                   timeout: float = DEFAULT_TIMEOUT, **train_kwargs) -> ParallelReport:
+def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, seed: Optional[int] = None,
+                   timeout: float = DEFAULT_TIMEOUT, **train_kwargs: Any) -> ParallelReport:
     """Train ``experiences`` across the processes of the current ``torch.distributed`` job
     and compose them on every process (see the module docstring).
 
@@ -414,8 +420,13 @@ def train_parallel(strategy, experiences: Iterable, *, seed: Optional[int] = Non
     return report
 
 
-def _compose(learner: _Learner, ids, shares, control, assignment, failure, report: ParallelReport,
-             timeout: float):
+_Merged = Tuple[Dict[Hashable, float], Optional["OrderedDict[str, Tensor]"],
+                Optional[Dict[Hashable, "OrderedDict[str, Tensor]"]], Optional[Dict[Hashable, str]]]
+
+
+def _compose(learner: _Learner, ids: List[Any], shares: List[List[int]], control: Optional["dist.ProcessGroup"],
+             assignment: Dict[int, List[Any]], failure: Tuple[Optional[Dict[str, Any]], Optional[BaseException]],
+             report: ParallelReport, timeout: float) -> _Merged:
     """Exchange the ranks' reports, then all-reduce the sum and broadcast the components:
     ``(weights, total, components, checksums)`` of every experience, ``total`` None when
     nothing was trained anywhere (an empty stream)."""

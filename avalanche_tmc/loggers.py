@@ -10,7 +10,10 @@ the command that installs it, before anything is trained.
 import importlib.util
 import os
 import uuid
-from typing import IO, List, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
+
+if TYPE_CHECKING:  # for the annotations only: the command line imports this module for --help
+    from avalanche.logging import BaseLogger, WandBLogger
 
 __all__ = ["LOGGERS", "MissingLoggerPackage", "check_loggers", "make_loggers"]
 
@@ -38,7 +41,7 @@ def check_loggers(names: Sequence[str]) -> List[str]:
 
 
 def make_loggers(names: Sequence[str], log_dir: str, run_name: str = "avalanche-tmc",
-                 text_stream: Optional[IO[str]] = None) -> list:
+                 text_stream: Optional[IO[str]] = None) -> List["BaseLogger"]:
     """Avalanche loggers for ``names`` (see :data:`LOGGERS`): text to ``text_stream``
     (stdout; ``None`` there drops the text logger, e.g. on a rank that does not print),
     files under ``log_dir`` (``csv/``, ``tensorboard/``, ``wandb/``)."""
@@ -50,7 +53,7 @@ def make_loggers(names: Sequence[str], log_dir: str, run_name: str = "avalanche-
 
                 loggers.append(TextLogger(text_stream))
         elif name == "csv":
-            from .metrics import CSVLogger  # Avalanche's, reading the named losses
+            from .training.metrics import CSVLogger  # Avalanche's, reading the named losses
 
             loggers.append(CSVLogger(log_folder=os.path.join(log_dir, "csv")))
         elif name == "tensorboard":
@@ -64,14 +67,14 @@ def make_loggers(names: Sequence[str], log_dir: str, run_name: str = "avalanche-
     return loggers
 
 
-def _wandb_logger(log_dir: str, run_name: str):
+def _wandb_logger(log_dir: str, run_name: str) -> "WandBLogger":
     """Avalanche's ``WandBLogger`` for scalar metrics, working with recent wandb: Avalanche
     0.6 calls ``wandb.util.generate_id`` and ``wandb.viz``, which wandb 0.31 no longer has
     (the run id is given here; scalars are logged directly)."""
     from avalanche.logging import WandBLogger
 
     class ScalarWandBLogger(WandBLogger):
-        def log_single_metric(self, name, value, x_plot):
+        def log_single_metric(self, name: str, value: Any, x_plot: int) -> None:
             self.step = x_plot
             if isinstance(value, (int, float)):
                 self.wandb.log({name: value}, step=self.step)

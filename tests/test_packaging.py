@@ -85,6 +85,14 @@ def test_wheel_holds_only_the_library(dists):
     assert "Requires-Dist: avalanche-lib>=0.6.0\n" in metadata
 
 
+def test_wheel_ships_py_typed(dists):
+    """PEP 561: type checkers read the library's hints only if the wheel has ``py.typed``."""
+    wheel, _ = dists
+    with zipfile.ZipFile(wheel) as z:
+        assert "avalanche_tmc/py.typed" in z.namelist()
+        assert z.read("avalanche_tmc/py.typed") == b""
+
+
 def test_sdist_holds_the_source(dists):
     _, sdist = dists
     assert sdist.name == f"avalanche_tmc-{VERSION}.tar.gz"

@@ -23,7 +23,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:  # for the annotations only: Avalanche and torch load when a factory is called
+    from avalanche.benchmarks import NCScenario
+    from avalanche.benchmarks.utils import TaskAwareClassificationDataset
+    from torch import Tensor
 
 __all__ = [
     "DatasetNotFoundError", "MNIST_FILES", "DEBIAN_FASHION_MNIST", "cache_dir",
@@ -148,7 +153,7 @@ def _cifar_root(title: str, tv_class: str, folder: str, avalanche_name: str,
 
 def split_mnist(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0,
                 dataset_root: Optional[PathLike] = None, fixed_class_order: Optional[Sequence[int]] = None,
-                **options):
+                **options: Any) -> "NCScenario":
     """Avalanche's ``SplitMNIST`` on local files (``dataset_root``: the four MNIST files,
     plain or ``.gz``, or torchvision's layout; default Avalanche's data folder).
     ``options`` go to ``SplitMNIST`` as they are (e.g. ``class_ids_from_zero_in_each_exp``)."""
@@ -161,7 +166,7 @@ def split_mnist(*, n_experiences: int = 5, return_task_id: bool = False, seed: i
 
 def split_fmnist(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0,
                  dataset_root: Optional[PathLike] = None, fixed_class_order: Optional[Sequence[int]] = None,
-                 **options):
+                 **options: Any) -> "NCScenario":
     """Avalanche's ``SplitFMNIST`` on local files (``dataset_root``: the four Fashion-MNIST
     files, plain or ``.gz``, or torchvision's layout; default Avalanche's data folder, then
     Debian's :data:`DEBIAN_FASHION_MNIST`)."""
@@ -175,7 +180,7 @@ def split_fmnist(*, n_experiences: int = 5, return_task_id: bool = False, seed: 
 
 def split_cifar10(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0,
                   dataset_root: Optional[PathLike] = None, fixed_class_order: Optional[Sequence[int]] = None,
-                  **options):
+                  **options: Any) -> "NCScenario":
     """Avalanche's ``SplitCIFAR10`` on local files (``dataset_root``: the directory holding
     ``cifar-10-batches-py/``, or that folder itself)."""
     from avalanche.benchmarks.classic import SplitCIFAR10
@@ -187,7 +192,7 @@ def split_cifar10(*, n_experiences: int = 5, return_task_id: bool = False, seed:
 
 def split_cifar100(*, n_experiences: int = 10, return_task_id: bool = False, seed: int = 0,
                    dataset_root: Optional[PathLike] = None, fixed_class_order: Optional[Sequence[int]] = None,
-                   **options):
+                   **options: Any) -> "NCScenario":
     """Avalanche's ``SplitCIFAR100`` on local files (``dataset_root``: the directory holding
     ``cifar-100-python/``, or that folder itself)."""
     from avalanche.benchmarks.classic import SplitCIFAR100
@@ -200,7 +205,8 @@ def split_cifar100(*, n_experiences: int = 10, return_task_id: bool = False, see
 # ---------------------------------------------------------------------------- scikit-learn digits
 
 
-def digits_splits(split_seed: int = 0, pretrain_per_class: int = 40, test_fraction: float = 0.3):
+def digits_splits(split_seed: int = 0, pretrain_per_class: int = 40,
+                  test_fraction: float = 0.3) -> Dict[str, Tuple["Tensor", "Tensor"]]:
     """scikit-learn's digits as ``{"pretrain", "train", "test"}`` -> ``(images, labels)``
     tensors, images ``(N, 1, 8, 8)`` in [-0.5, 0.5]: each class's images in a seeded order,
     the first ``pretrain_per_class`` for pre-training, ``test_fraction`` of the rest for test."""
@@ -226,7 +232,7 @@ def digits_splits(split_seed: int = 0, pretrain_per_class: int = 40, test_fracti
     return {k: (x[torch.cat(v)], y[torch.cat(v)]) for k, v in parts.items()}
 
 
-def _classification_dataset(x, y):
+def _classification_dataset(x: "Tensor", y: "Tensor") -> "TaskAwareClassificationDataset":
     from avalanche.benchmarks.utils import as_classification_dataset
     from torch.utils.data import TensorDataset
 
@@ -235,7 +241,8 @@ def _classification_dataset(x, y):
     return as_classification_dataset(dataset)
 
 
-def digits(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0, split_seed: int = 0):
+def digits(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0,
+           split_seed: int = 0) -> "NCScenario":
     """scikit-learn's digits (8x8 images, 10 classes) as a class-incremental benchmark of
     ``n_experiences`` experiences (``return_task_id``: task-incremental), classes ordered by
     ``seed``. Offline: scikit-learn ships the images. The 400 images

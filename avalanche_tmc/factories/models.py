@@ -23,7 +23,7 @@ import contextlib
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -66,7 +66,7 @@ def load_weights(net: nn.Module, path: PathLike) -> nn.Module:
 
 
 @contextlib.contextmanager
-def _seeded(seed: int):
+def _seeded(seed: int) -> Iterator[None]:
     """Run the block with torch's CPU generator seeded by ``seed``, then put the caller's
     generator state back (a factory call does not change the caller's random numbers)."""
     with torch.random.fork_rng(devices=[]):
@@ -138,7 +138,7 @@ def digits_cnn(*, num_classes: int = 10, seed: int = 0, head_seed: Optional[int]
 
 
 def torchvision_model(*, name: str = "resnet18", num_classes: Optional[int] = 10, weights: Optional[str] = None,
-                      seed: int = 0, **options) -> nn.Module:
+                      seed: int = 0, **options: Any) -> nn.Module:
     """``torchvision.models.get_model(name, **options)`` with ``weights``: None (random,
     seeded), a state-dict file, or a torchvision weights name (``"DEFAULT"``,
     ``"IMAGENET1K_V1"``, ...) read from torch's cache (``torch.hub.get_dir()/checkpoints``);
@@ -166,7 +166,7 @@ def torchvision_model(*, name: str = "resnet18", num_classes: Optional[int] = 10
     return _with_head(load_weights(net, file), num_classes, seed)
 
 
-def _timm_cached_file(net) -> Optional[Path]:
+def _timm_cached_file(net: nn.Module) -> Optional[Path]:
     """The cached weights of a timm model's pretrained tag (Hugging Face cache, then torch's)."""
     cfg = dict(getattr(net, "pretrained_cfg", None) or {})
     if cfg.get("hf_hub_id"):
@@ -184,7 +184,7 @@ def _timm_cached_file(net) -> Optional[Path]:
 
 
 def timm_model(*, name: str = "resnet18", num_classes: Optional[int] = 10, weights: Optional[str] = None,
-               seed: int = 0, **options) -> nn.Module:
+               seed: int = 0, **options: Any) -> nn.Module:
     """``timm.create_model(name, pretrained=False, **options)`` with ``weights``: None (random,
     seeded), a state-dict file, or ``"cache"`` (the weights of ``name``'s pretrained tag,
     e.g. ``"resnet18.a1_in1k"``, from the Hugging Face cache); then a new ``num_classes``-way

@@ -161,7 +161,7 @@ def test_a_closed_output_pipe_ends_quietly(files):
 def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files(tmp_path, capsys):
     """evaluate installs any composition through the learner protocol (no strategy-type branches)."""
     from avalanche_tmc import AnalyticHeadStrategy
-    from avalanche_tmc.analytic import AnalyticClassifier, penultimate
+    from avalanche_tmc.models.analytic import AnalyticClassifier, penultimate
     from tests.avalanche_tmc import cli_factories
 
     factories = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
