@@ -14,6 +14,7 @@ import torch
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import TangentModel
+from avalanche_tmc.files.filesystem import write_atomically
 from tests.avalanche_tmc.files.common import ROOT, same_net
 from tests.helpers import NUM_CLASSES, random_delta
 
@@ -123,3 +124,14 @@ def test_exclusive_writes_without_hard_links(files, tmp_path, monkeypatch):
         cf.save_component(component, out, overwrite=False)
     assert cf.load_component(out).sha256 == component.sha256
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_an_atomic_write_puts_exactly_the_bytes_in_place_and_refuses_to_replace_when_told(tmp_path):
+    path = tmp_path / "new" / "out.bin"
+    write_atomically(str(path), b"abc")  # the directory is made
+    assert path.read_bytes() == b"abc"
+    write_atomically(str(path), b"defg")
+    assert path.read_bytes() == b"defg"
+    with pytest.raises(cf.ComponentExistsError, match="exists"):
+        write_atomically(str(path), b"x", overwrite=False)
+    assert path.read_bytes() == b"defg" and os.listdir(path.parent) == ["out.bin"]  # no temporaries left
