@@ -49,7 +49,6 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         shutdown_parallel,
         train_parallel,
     )
-    from .fast_tangent import TracingError
     from .files import (
         Component,
         ComponentExistsError,
@@ -66,7 +65,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         tangent_component,
     )
     from .models.analytic import AnalyticClassifier, LayerFeatures, penultimate
-    from .tangent import Delta, TangentModel, find_head, replace_head
+    from .tangent import Delta, TangentModel, TracingError, find_head, replace_head
     from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
     from .training.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .training.divergence import DivergenceError

@@ -24,10 +24,15 @@ REMOVAL_VERSION = "0.3.0"
 
 # module -> the path its classes are recorded under, for modules that replaced an old module
 # of the same import path by a package (``avalanche_tmc.tangent`` became a package)
-RECORDED_AS: Dict[str, str] = {}
+RECORDED_AS: Dict[str, str] = {
+    "avalanche_tmc.tangent.model": "avalanche_tmc.tangent",
+}
 
 # old module path -> the new modules that hold its public names, searched in this order
 MOVED_MODULES: Dict[str, Tuple[str, ...]] = {
+    "avalanche_tmc.fast_tangent": ("avalanche_tmc.tangent", "avalanche_tmc.tangent.plan", "avalanche_tmc.tangent.trace",
+                                  "avalanche_tmc.tangent.tree", "avalanche_tmc.tangent.rules.linear",
+                                  "avalanche_tmc.tangent.rules.normalization", "avalanche_tmc.tangent.rules.attention"),
     "avalanche_tmc.additive": ("avalanche_tmc.compose.additive", "avalanche_tmc.compose.learner"),
     "avalanche_tmc.composition": ("avalanche_tmc.compose.deltas",),
     "avalanche_tmc.statistics": ("avalanche_tmc.compose.statistics",),

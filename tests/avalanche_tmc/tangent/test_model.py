@@ -5,10 +5,10 @@ import warnings
 
 import pytest
 import torch
-from torch import nn
 from torch.func import functional_call, jacrev
 
 from avalanche_tmc import TangentModel
+from tests.avalanche_tmc.tangent.fast_vs_generic import assert_same, both, random_bn
 from tests.helpers import TinyResNet, TinyTransformer, random_delta, randomize_batchnorm
 
 
@@ -94,14 +94,6 @@ def test_output_is_linear_in_delta(tiny_transformer):
     torch.testing.assert_close(h12, a * h1 + b * h2, rtol=1e-10, atol=1e-12)
 
 
-def test_new_head_is_seeded_and_sized():
-    a = TangentModel(TinyResNet(num_classes=3), num_classes=7, head_seed=11)
-    b = TangentModel(TinyResNet(num_classes=3), num_classes=7, head_seed=11)
-    assert a.model.fc.out_features == 7
-    torch.testing.assert_close(a.model.fc.weight, b.model.fc.weight)
-    assert set(a.delta_shapes()) == {n for n, _ in a.model.named_parameters()}
-
-
 def test_head_only_is_a_linear_head_on_frozen_features(tiny_resnet):
     tm = TangentModel(tiny_resnet, num_classes=5, linearize="head")
     assert tm.linearized_names == ("fc.weight", "fc.bias")
@@ -160,15 +152,6 @@ def test_fingerprint_tracks_the_base_point(tiny_resnet):
     assert a.base_fingerprint() == b.base_fingerprint() != c.base_fingerprint()
 
 
-def test_model_without_linear_head_needs_an_explicit_head_only_when_one_is_used():
-    with pytest.raises(ValueError, match="head="):
-        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)), num_classes=3)
-    with pytest.raises(ValueError, match="head="):
-        TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3)), linearize="head")
-    features = TangentModel(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten()))
-    assert features(torch.randn(1, 1, 4, 4)).shape == (1, 8)
-
-
 def test_forward_hooks_fire_on_the_generic_path_and_the_fast_path_warns_once():
     """A hook on a module of the wrapped network: the generic path calls the module, so the
     hook fires (on the primal/dual tensors); the fast path runs the traced graph, so it does
@@ -197,3 +180,37 @@ def test_forward_hooks_fire_on_the_generic_path_and_the_fast_path_warns_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         unhooked(x)  # no hook, no warning
+
+
+def test_deepcopy_and_switching_implementation():
+    torch.manual_seed(6)
+    net = randomize_batchnorm(TinyResNet()).double()
+    tm = TangentModel(net)
+    tm.load_delta(random_delta(tm, 0.1, 1))
+    clone = copy.deepcopy(tm)
+    x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+    fast_out = clone(x)
+    clone.use_implementation("generic")
+    assert clone.implementation == "generic"
+    torch.testing.assert_close(fast_out, clone(x), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="implementation"):
+        TangentModel(TinyResNet(), implementation="compiled")
+
+
+def test_channels_last_memory_format_gives_the_same_numbers():
+    torch.manual_seed(7)
+    generic, fast = both(random_bn(__import__("torchvision").models.mobilenet_v2()), num_classes=5)
+    fast.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    assert_same(generic, fast, x.contiguous(memory_format=torch.channels_last), scale=0.01, quick=True)
+
+
+def test_channels_last_option_converts_weights_delta_and_inputs():
+    torch.manual_seed(9)
+    net = random_bn(__import__("torchvision").models.mobilenet_v2()).double()
+    generic = TangentModel(copy.deepcopy(net), num_classes=5, implementation="generic")
+    fast = TangentModel(copy.deepcopy(net), num_classes=5, channels_last=True)
+    weight = fast.model.features[0][0].weight  # the 3x3 stem convolution
+    assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    assert fast.delta_params[0].stride() == dict(fast.model.named_parameters())[fast.linearized_names[0]].stride()
+    assert_same(generic, fast, torch.randn(2, 3, 32, 32, dtype=torch.float64), scale=0.01, quick=True)

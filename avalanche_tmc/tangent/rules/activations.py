@@ -1,0 +1,111 @@
+"""Rules of the elementwise activations: ReLU, ReLU6/Hardtanh, SiLU, GELU, Sigmoid, Tanh,
+Hardswish, Hardsigmoid, through their backward kernels (one fused pass each).
+
+An activation is registered once, as module, functions and tensor methods together, by
+:func:`register_activation`.
+"""
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..registry import Call, RuleResult, register_rule
+
+__all__ = ["ACTIVATIONS", "activation", "register_activation"]
+
+aten = torch.ops.aten
+
+ACTIVATIONS: Dict[str, Tuple[Callable[..., Tensor], Callable[[Tensor, Tensor, Tensor, Dict[str, Any]], Tensor]]] = {}
+"""Activation name -> (primal function, tangent ``(dx, x, y, kwargs) -> dy``)."""
+
+_MODULE_KWARGS: Dict[type, Tuple[str, Callable[[nn.Module], Dict[str, Any]]]] = {}
+
+
+def activation(
+    name: str, x: Tensor, dx: Optional[Tensor], kw: Dict[str, Any], extra_args: Sequence[Any] = ()
+) -> Tuple[Tensor, Any]:
+    """``(y, dy)`` of the activation ``name`` (``extra_args``: a function call's positional
+    arguments after the input, e.g. Hardtanh's bounds)."""
+    primal_fn, tangent_fn = ACTIVATIONS[name]
+    kw = {k: v for k, v in kw.items() if k != "inplace"}
+    if name == "hardtanh" and extra_args:
+        kw = dict(zip(("min_val", "max_val"), extra_args[:2]), **kw)
+    elif name == "gelu" and extra_args:
+        kw = {"approximate": extra_args[0], **kw}
+    y = primal_fn(x, **kw)
+    if dx is None:
+        return y, None
+    return y, tangent_fn(dx, x, y, kw)
+
+
+def _activation_call(call: Call) -> RuleResult:
+    if call.op == "module":
+        name, module_kwargs = _MODULE_KWARGS[type(call.fn)]
+        x = call.args[0] if call.args else None
+        dx = call.d_args[0] if call.d_args else None
+        return activation(name, x, dx, module_kwargs(call.fn))
+    return activation(call.conf, call.args[0], call.d_args[0], call.kwargs, call.args[1:])
+
+
+def register_activation(
+    name: str,
+    primal: Callable[..., Tensor],
+    tangent: Callable[[Tensor, Tensor, Tensor, Dict[str, Any]], Tensor],
+    targets: Sequence[Any] = (),
+    module: Optional[type] = None,
+    module_kwargs: Callable[[nn.Module], Dict[str, Any]] = lambda m: {},
+) -> None:
+    """Register the elementwise activation ``name``: ``primal(x, **kwargs)``, its
+    ``tangent(dx, x, y, kwargs)``, for the functions and method names ``targets`` and the
+    module class ``module`` (exactly that class; ``module_kwargs(m)`` gives its kwargs)."""
+    ACTIVATIONS[name] = (primal, tangent)
+    register_rule(*targets, conf=name)(_activation_call)
+    if module is not None:
+        _MODULE_KWARGS[module] = (name, module_kwargs)
+        register_rule(module)(_activation_call)
+
+
+def _silu_slope(x: Tensor) -> Tensor:
+    # aten.silu_backward has no derivative of its own, so a training step could not
+    # differentiate through it: the slope σ(x)(1 + x(1 − σ(x))) written out instead.
+    s = torch.sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+register_activation(
+    "relu", F.relu, lambda dx, x, y, kw: aten.threshold_backward(dx, y, 0),
+    (F.relu, torch.relu, F.relu_, torch.relu_, "relu", "relu_"), nn.ReLU,
+)
+register_activation(
+    "hardtanh",
+    lambda x, min_val=-1.0, max_val=1.0, **_: F.hardtanh(x, min_val, max_val),
+    lambda dx, x, y, kw: aten.hardtanh_backward(dx, x, kw.get("min_val", -1.0), kw.get("max_val", 1.0)),
+    (F.hardtanh,), nn.Hardtanh, lambda m: {"min_val": m.min_val, "max_val": m.max_val},
+)
+register_activation(
+    "relu6", F.relu6, lambda dx, x, y, kw: aten.hardtanh_backward(dx, x, 0.0, 6.0), (F.relu6,), nn.ReLU6,
+)
+register_activation("silu", F.silu, lambda dx, x, y, kw: dx * _silu_slope(x), (F.silu,), nn.SiLU)
+register_activation(
+    "gelu",
+    lambda x, approximate="none", **_: F.gelu(x, approximate=approximate),
+    lambda dx, x, y, kw: aten.gelu_backward(dx, x, approximate=kw.get("approximate", "none")),
+    (F.gelu,), nn.GELU, lambda m: {"approximate": m.approximate},
+)
+register_activation(
+    "sigmoid", torch.sigmoid, lambda dx, x, y, kw: aten.sigmoid_backward(dx, y),
+    (torch.sigmoid, F.sigmoid, "sigmoid"), nn.Sigmoid,
+)
+register_activation(
+    "tanh", torch.tanh, lambda dx, x, y, kw: aten.tanh_backward(dx, y), (torch.tanh, F.tanh, "tanh"), nn.Tanh,
+)
+register_activation(
+    "hardswish", F.hardswish, lambda dx, x, y, kw: aten.hardswish_backward(dx, x), (F.hardswish,), nn.Hardswish,
+)
+register_activation(
+    # aten.hardsigmoid_backward has no derivative of its own: the slope written out
+    "hardsigmoid", F.hardsigmoid, lambda dx, x, y, kw: dx * ((x > -3.0) & (x < 3.0)).to(dx.dtype) / 6.0,
+    (F.hardsigmoid,), nn.Hardsigmoid,
+)

@@ -1,0 +1,45 @@
+"""Rules of max pooling: the tangent is gathered at the maxima's indices."""
+
+from typing import Any, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..registry import Call, RuleResult, register_rule
+
+__all__ = ["max_pool2d", "max_pool2d_module", "max_pool2d_function"]
+
+
+def max_pool2d(
+    x: Tensor, dx: Optional[Tensor], kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """2-D max pooling of ``x`` and the tangent at the positions of its maxima."""
+    y, indices = F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+    if dx is None:
+        return y, None
+    flat = dx.flatten(2)
+    dy = flat.gather(2, indices.flatten(2)).view_as(y)
+    return y, dy
+
+
+@register_rule(nn.MaxPool2d)
+def max_pool2d_module(call: Call) -> RuleResult:
+    """``nn.MaxPool2d``."""
+    m = call.fn
+    x = call.args[0] if call.args else None
+    dx = call.d_args[0] if call.d_args else None
+    return max_pool2d(x, dx, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+
+
+@register_rule(F.max_pool2d, torch.max_pool2d)
+def max_pool2d_function(call: Call) -> RuleResult:
+    """``F.max_pool2d`` / ``torch.max_pool2d`` without ``return_indices`` (else: jvp)."""
+    args, kwargs = call.args, call.kwargs
+    if kwargs.get("return_indices") or len(args) >= 7:
+        return None
+    names = ["kernel_size", "stride", "padding", "dilation", "ceil_mode"]
+    values = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False}
+    values.update(dict(zip(names, args[1:])))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    return max_pool2d(args[0], call.d_args[0], *(values[n] for n in names))
