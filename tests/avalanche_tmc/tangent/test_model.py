@@ -214,3 +214,17 @@ def test_channels_last_option_converts_weights_delta_and_inputs():
     assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
     assert fast.delta_params[0].stride() == dict(fast.model.named_parameters())[fast.linearized_names[0]].stride()
     assert_same(generic, fast, torch.randn(2, 3, 32, 32, dtype=torch.float64), scale=0.01, quick=True)
+
+
+@pytest.mark.parametrize("make", [lambda: randomize_batchnorm(TinyResNet()), TinyTransformer])
+def test_a_tangent_model_with_its_plan_saves_and_loads_whole(make, tmp_path):
+    """torch.save of the whole model (as checkpointing libraries do) keeps the fast path: its
+    rules are module-level functions, no lambdas."""
+    torch.manual_seed(17)
+    tm = TangentModel(make())
+    tm.load_delta(random_delta(tm, 0.1, 3))
+    torch.save(tm, tmp_path / "tm.pt")
+    loaded = torch.load(tmp_path / "tm.pt", weights_only=False)
+    assert loaded.implementation == "fast"
+    x = torch.randn(3, 1, 8, 8)
+    assert torch.equal(loaded(x), tm(x))
