@@ -155,7 +155,10 @@ class PointwiseConv(nn.Module):
         self.bias = conv.bias
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x.permute(0, 2, 3, 1), self.weight.flatten(1), self.bias).permute(0, 3, 1, 2)
+        n, c, h, w = x.shape
+        # one (positions, channels) matrix: a 2-D product is one GEMM, a 4-D one may be batched
+        out = F.linear(x.permute(0, 2, 3, 1).reshape(n * h * w, c), self.weight.flatten(1), self.bias)
+        return out.view(n, h, w, -1).permute(0, 3, 1, 2)
 
 
 class ChannelScale(nn.Module):
@@ -190,7 +193,8 @@ def _as_matmul(conv: nn.Conv2d, x: Tensor) -> Optional[nn.Module]:
 
 def convolutions_as_matmuls(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
     """Replace, in place, every 1x1 convolution of ``net`` (stride 1, no padding; one group,
-    or depthwise) on a map of at most :data:`MATMUL_MAX_POSITIONS` positions by :class:`PointwiseConv` or :class:`ChannelScale`, which hold the same
-    parameters; returns the names replaced. Each is checked on ``example`` as in
+    or depthwise) on a map of at most :data:`MATMUL_MAX_POSITIONS` positions by
+    :class:`PointwiseConv` or :class:`ChannelScale`, which hold the same parameters;
+    returns the names replaced. Each is checked on ``example`` as in
     :func:`shrink_convolutions`."""
     return _replace_checked(net, example, atol, _as_matmul)

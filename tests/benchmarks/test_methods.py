@@ -5,6 +5,7 @@ rows; training every method end to end is tests/test_benchmark_run.py's job (it 
 every registered method)."""
 
 import pytest
+import torch
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
 
@@ -147,3 +148,26 @@ def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice
     assert methods._describe_adaptation(chosen) == (
         "adapted on experience 0: none (pre-trained features); features: pooled stages.blocks_4 (validation 0.750, "
         "best of 2 candidates; pre-trained features at the head's input: 0.500)")
+
+
+@pytest.mark.parametrize("make", [lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: torch.optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
+def test_fused_kernels_make_the_same_updates(make):
+    from benchmarks.methods import use_fused_kernels
+
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]
+    runs = []
+    for fused in (False, True):
+        params = [torch.nn.Parameter(t.clone()) for t in start]
+        opt = make(params)
+        if fused:
+            assert use_fused_kernels(opt) and opt.param_groups[0]["fused"]
+        for step in range(4):
+            for p in params:
+                p.grad = torch.sin(p.detach() * (step + 1))
+            opt.step()
+        runs.append(params)
+    for a, b in zip(*runs):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
+    assert use_fused_kernels(opt) is False  # refused once it has state
