@@ -18,9 +18,9 @@ import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvisio
 warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
-    from .compose.additive import AdditiveComposition
-    from .compose.batchnorm import reestimate_batchnorm
-    from .compose.deltas import (
+    from .composition.additive import AdditiveComposition
+    from .composition.batchnorm import reestimate_batchnorm
+    from .composition.deltas import (
         DeltaComposition,
         add_deltas,
         check_compatible,
@@ -30,10 +30,10 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         weighted_sum,
         zeros_like_delta,
     )
-    from .compose.ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
-    from .compose.learner import ComposableLearner
-    from .compose.losses import RescaledSquareLoss
-    from .compose.statistics import (
+    from .composition.ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
+    from .composition.learner import ComposableLearner
+    from .composition.losses import RescaledSquareLoss
+    from .composition.statistics import (
         HeadStats,
         RandomReLUFeatures,
         StatisticsComposition,

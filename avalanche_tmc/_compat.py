@@ -23,9 +23,11 @@ __all__ = ["MOVED_MODULES", "REMOVAL_VERSION", "RECORDED_AS", "moved_module_geta
 REMOVAL_VERSION = "0.3.0"
 
 # module -> the path its classes are recorded under, for modules that replaced an old module
-# of the same import path by a package (``avalanche_tmc.tangent`` became a package)
+# of the same import path by a package (``avalanche_tmc.tangent`` and ``avalanche_tmc.composition``
+# became packages)
 RECORDED_AS: Dict[str, str] = {
     "avalanche_tmc.tangent.model": "avalanche_tmc.tangent",
+    "avalanche_tmc.composition.deltas": "avalanche_tmc.composition",
 }
 
 # old module path -> the new modules that hold its public names, searched in this order
@@ -33,12 +35,11 @@ MOVED_MODULES: Dict[str, Tuple[str, ...]] = {
     "avalanche_tmc.fast_tangent": ("avalanche_tmc.tangent", "avalanche_tmc.tangent.plan", "avalanche_tmc.tangent.trace",
                                   "avalanche_tmc.tangent.tree", "avalanche_tmc.tangent.rules.linear",
                                   "avalanche_tmc.tangent.rules.normalization", "avalanche_tmc.tangent.rules.attention"),
-    "avalanche_tmc.additive": ("avalanche_tmc.compose.additive", "avalanche_tmc.compose.learner"),
-    "avalanche_tmc.composition": ("avalanche_tmc.compose.deltas",),
-    "avalanche_tmc.statistics": ("avalanche_tmc.compose.statistics",),
-    "avalanche_tmc.ensemble": ("avalanche_tmc.compose.ensemble",),
-    "avalanche_tmc.losses": ("avalanche_tmc.compose.losses",),
-    "avalanche_tmc.batchnorm": ("avalanche_tmc.compose.batchnorm",),
+    "avalanche_tmc.additive": ("avalanche_tmc.composition.additive", "avalanche_tmc.composition.learner"),
+    "avalanche_tmc.statistics": ("avalanche_tmc.composition.statistics",),
+    "avalanche_tmc.ensemble": ("avalanche_tmc.composition.ensemble",),
+    "avalanche_tmc.losses": ("avalanche_tmc.composition.losses",),
+    "avalanche_tmc.batchnorm": ("avalanche_tmc.composition.batchnorm",),
     "avalanche_tmc.component_files": ("avalanche_tmc.files", "avalanche_tmc.files.component",
                                       "avalanche_tmc.files.bases", "avalanche_tmc.files.signing",
                                       "avalanche_tmc.files.filesystem", "avalanche_tmc.files.header",

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # for the annotations only: importing them here would slow --
     from avalanche.training.templates import SupervisedTemplate
     from torch import nn
 
-    from .compose.learner import ComposableLearner
+    from .composition.learner import ComposableLearner
     from .files import Component
 
 __all__ = [

@@ -11,10 +11,10 @@ collective::
     W = Σ_t w_t       (summed, in experience order, from the weights every process reports)
 
 after which every process holds the same composed model that a sequential
-:class:`~avalanche_tmc.strategies.TMCStrategy` gives (to float rounding: the sum is added
+:class:`~avalanche_tmc.TMCStrategy` gives (to float rounding: the sum is added
 up in another order). With ``keep_components=True`` (the default) each component is also
 broadcast from the process that trained it, so that every process can ensemble (TME) and
-forget as a sequential strategy can. :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`
+forget as a sequential strategy can. :class:`~avalanche_tmc.AnalyticHeadStrategy`
 works the same way with its summed statistics. TMC-Seq is refused: each of its components
 starts from the composition of the ones before (sequential by definition).
 
@@ -73,8 +73,8 @@ import torch.distributed as dist
 from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
-from .compose.additive import AdditiveComposition
-from .compose.learner import ComposableLearner
+from .composition.additive import AdditiveComposition
+from .composition.learner import ComposableLearner
 from .training.forgetting import dependent_plugin_names
 from .training.mixins import check_new_experience_ids
 
@@ -219,7 +219,7 @@ def _layout(tensors: Mapping[str, Tensor]) -> _Layout:
 
 class _Learner:
     """What :func:`train_parallel` does with a strategy, through the
-    :class:`~avalanche_tmc.compose.learner.ComposableLearner` protocol only: its composition set
+    :class:`~avalanche_tmc.composition.learner.ComposableLearner` protocol only: its composition set
     aside during the local training (the process's own sum), then the members of every
     process merged into it."""
 
@@ -359,9 +359,9 @@ def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, s
 
     Call it on every process, with a strategy and a stream built the same way everywhere.
 
-    :param strategy: a :class:`~avalanche_tmc.strategies.TMCStrategy`,
-        :class:`~avalanche_tmc.strategies.TMEStrategy` or
-        :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy` (TMC-Seq is refused, and so
+    :param strategy: a :class:`~avalanche_tmc.TMCStrategy`,
+        :class:`~avalanche_tmc.TMEStrategy` or
+        :class:`~avalanche_tmc.AnalyticHeadStrategy` (TMC-Seq is refused, and so
         are replay plugins: their components are not independent).
     :param experiences: the training experiences (a stream or a list); each is trained
         whole by one process (:func:`assign_experiences`).

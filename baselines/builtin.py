@@ -16,7 +16,7 @@ for one of :data:`BUILTIN_METHODS`, run on the same benchmark objects and the sa
 ==================  =====================================================================
 
 The non-tangent methods train with ``SGD(lr, momentum=0.9)`` and cross-entropy. Every
-strategy gets a :class:`~avalanche_tmc.plugin.TaskMaskPlugin`, so task-incremental
+strategy gets a :class:`~avalanche_tmc.TaskMaskPlugin`, so task-incremental
 evaluation restricts predictions to the task's classes for every baseline.
 ``JointTraining`` trains once on the whole stream: call ``strategy.train(train_stream)``.
 """
@@ -31,9 +31,9 @@ from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.compose.losses import RescaledSquareLoss
-from avalanche_tmc.plugin import TaskMaskPlugin
+from avalanche_tmc.composition.losses import RescaledSquareLoss
 from avalanche_tmc.tangent import TangentModel
+from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin
 
 __all__ = ["BUILTIN_METHODS", "DEFAULTS", "make_builtin_strategy"]
 

@@ -15,7 +15,7 @@ and evaluation combines the T fine-tuned models in one of three ways:
 Training is identical for the three, so ``combine`` can be switched between evaluations
 of one trained strategy. With task labels (task-incremental), predictions are restricted
 to the classes of each sample's task *after* combining, as
-:class:`~avalanche_tmc.plugin.TangentPlugin` does for TME.
+:class:`~avalanche_tmc.TangentPlugin` does for TME.
 
 Use it with a plain ``nn.Module`` that has one fixed head over all classes (the model
 passed in already carries the new head); Avalanche's ``MultiTaskModule`` and
@@ -33,8 +33,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.optim import Optimizer
 
-from avalanche_tmc.compose.ensemble import log_softmax_ensemble, logit_ensemble
-from avalanche_tmc.plugin import CompositionPlugin
+from avalanche_tmc.composition.ensemble import log_softmax_ensemble, logit_ensemble
+from avalanche_tmc.training.plugins.composition import CompositionPlugin
 
 __all__ = [
     "COMBINE_MODES", "StateDict", "average_state_dicts", "IndependentFineTunePlugin", "IndependentFineTuneStrategy",

@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.multiprocessing as mp
 
-from avalanche_tmc.compose.learner import ComposableLearner
+from avalanche_tmc.composition.learner import ComposableLearner
 from avalanche_tmc.distributed import (
     DEFAULT_TIMEOUT,
     ParallelTrainingError,

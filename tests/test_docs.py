@@ -178,12 +178,7 @@ def test_readme_is_short_and_links_every_page():
     assert not [relative(p) for p in pages if p.resolve() not in linked], "pages README.md does not link"
 
 
-# Known gap, to fix in the library (issue 22): the public function ``compose`` and the
-# subpackage ``avalanche_tmc/compose/`` share a name, so the API reference documents the
-# package and not the function (and ``import avalanche_tmc.compose as c`` gives the
-# function). Remove the name from this list once they no longer clash: the test then
-# fails until it is removed.
-KNOWN_ABSENT_FROM_API = ["compose"]
+KNOWN_ABSENT_FROM_API: list = []
 
 
 @pytest.mark.integration

@@ -11,9 +11,9 @@ safetensors file, composed, forgotten and inspected file by file.
   :mod:`.signing` (integrity hash, HMAC keys) and :mod:`.filesystem` (atomic, exclusive
   writes; bounded reads of regular files);
 * :mod:`.arithmetic`: :func:`compose_components`, :func:`forget_component`,
-  :func:`composed_delta`, on :class:`~avalanche_tmc.compose.additive.AdditiveComposition`;
+  :func:`composed_delta`, on :class:`~avalanche_tmc.composition.additive.AdditiveComposition`;
 * :mod:`.learners`: components made from a model or a strategy, and files put into a
-  strategy (through :class:`~avalanche_tmc.compose.learner.ComposableLearner`).
+  strategy (through :class:`~avalanche_tmc.composition.learner.ComposableLearner`).
 """
 
 from .arithmetic import compose_components, composed_delta, forget_component

@@ -1,11 +1,11 @@
 """Composing and forgetting component files: the arithmetic of
-:class:`~avalanche_tmc.compose.additive.AdditiveComposition`, applied to
+:class:`~avalanche_tmc.composition.additive.AdditiveComposition`, applied to
 :class:`~avalanche_tmc.files.component.Component` records.
 
 A composition holds the weighted sum ``S = Σ w_t δ_t`` (statistics: their sum), the total
 weight ``W`` and its members (experience, weight, classes, content hash of each member's
 file): ``δ = S / W``. Forgetting a member subtracts its file exactly as
-:class:`~avalanche_tmc.compose.deltas.DeltaComposition` does. Composing component files in
+:class:`~avalanche_tmc.composition.deltas.DeltaComposition` does. Composing component files in
 a given order gives bit for bit the sum that ``DeltaComposition`` builds in that order.
 Components combine only on the same base (:func:`~avalanche_tmc.files.bases.check_same_base`),
 each experience once, no content under two experience ids.
@@ -18,8 +18,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import torch
 
-from ..compose.additive import AdditiveComposition
-from ..compose.deltas import Delta
+from ..composition.additive import AdditiveComposition
+from ..composition.deltas import Delta
 from .bases import check_same_base
 from .component import Component, IncompatibleComponentsError
 
@@ -59,7 +59,7 @@ def _additive(payload: str) -> AdditiveComposition:
 
 
 def _as_additive(composition: Component) -> AdditiveComposition:
-    """A composition file as the :class:`~avalanche_tmc.compose.additive.AdditiveComposition` it holds."""
+    """A composition file as the :class:`~avalanche_tmc.composition.additive.AdditiveComposition` it holds."""
     return _merge_members(_additive(composition.payload), composition)
 
 
@@ -71,9 +71,9 @@ def _from_additive(additive: AdditiveComposition, members: List[Dict[str, Any]],
 
 def compose_components(components: Iterable[Component]) -> Component:
     """A composition of components and/or compositions, summed in the order given, with
-    the :class:`~avalanche_tmc.compose.additive.AdditiveComposition` the strategies use: for
+    the :class:`~avalanche_tmc.composition.additive.AdditiveComposition` the strategies use: for
     tangent components ``S ← S + w_t δ_t`` from zeros, in ``δ``'s dtype, so the result is
-    bit for bit the sum a :class:`~avalanche_tmc.compose.deltas.DeltaComposition` builds in
+    bit for bit the sum a :class:`~avalanche_tmc.composition.deltas.DeltaComposition` builds in
     that order; statistics are added as they are.
 
     :raises IncompatibleComponentsError: different bases (naming the difference), an

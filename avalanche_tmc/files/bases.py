@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from .._compat import recorded_class_path
-from ..compose.additive import tensors_sha256
+from ..composition.additive import tensors_sha256
 from ..tangent import TangentModel, find_head
 from .component import Component, IncompatibleComponentsError
 
@@ -70,7 +70,7 @@ def tangent_base(model: TangentModel) -> Dict[str, Any]:
 
 
 def statistics_base(model: torch.nn.Module) -> Dict[str, Any]:
-    """The base an :class:`~avalanche_tmc.analytic.AnalyticClassifier`'s statistics belong
+    """The base an :class:`~avalanche_tmc.AnalyticClassifier`'s statistics belong
     to: the feature network (class, structure, weights and buffers), the head type, the
     random projection (width and seed) and the number of classes."""
     return dict(structure(model.features), weights_sha256=weights_sha256(model.features),
@@ -107,7 +107,7 @@ def _base_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[str
 
 def model_reference(model: torch.nn.Module, name: str = "the model") -> Component:
     """An empty stand-in for ``model`` (a :class:`~avalanche_tmc.tangent.TangentModel` or an
-    :class:`~avalanche_tmc.analytic.AnalyticClassifier`) to check files against with
+    :class:`~avalanche_tmc.AnalyticClassifier`) to check files against with
     :func:`check_same_base`; ``name`` is how messages call it."""
     if isinstance(model, TangentModel):
         return Component("component", "delta", OrderedDict(), 1.0, [], tangent_base(model), path=name)

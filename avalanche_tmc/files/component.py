@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from torch import Tensor
 
-from ..compose.additive import tensors_sha256
+from ..composition.additive import tensors_sha256
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "ComponentFileError", "IncompatibleComponentsError", "ComponentExistsError",

@@ -2,7 +2,7 @@
 :class:`~avalanche_tmc.tangent.TangentModel`'s ``δ`` or an analytic head's statistics, every
 component a strategy holds, and files put back into a strategy.
 
-Strategies are reached through the :class:`~avalanche_tmc.compose.learner.ComposableLearner`
+Strategies are reached through the :class:`~avalanche_tmc.composition.learner.ComposableLearner`
 protocol only (its payload, its learned composition, its classes and settings), never
 through their types or private fields.
 """
@@ -13,8 +13,8 @@ from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Uni
 import torch
 from torch import Tensor
 
-from ..compose.learner import ComposableLearner
-from ..compose.statistics import STAT_KEYS
+from ..composition.learner import ComposableLearner
+from ..composition.statistics import STAT_KEYS
 from ..tangent import TangentModel
 from .arithmetic import _check_distinct, _merge_members, _numbers_of, compose_components
 from .bases import check_same_base, model_reference, statistics_base, tangent_base
@@ -39,7 +39,7 @@ def tangent_component(model: TangentModel, delta: Mapping[str, Tensor], experien
 
 def statistics_component(model: torch.nn.Module, stats: Mapping[str, Tensor], experience: int, *,
                          classes: Optional[Mapping] = None, settings: Optional[Mapping] = None) -> Component:
-    """One experience's head statistics for an :class:`~avalanche_tmc.analytic.AnalyticClassifier`
+    """One experience's head statistics for an :class:`~avalanche_tmc.AnalyticClassifier`
     (weight: its sample count)."""
     missing = [k for k in STAT_KEYS if k not in stats]
     if missing:
@@ -70,8 +70,8 @@ def strategy_settings(strategy: ComposableLearner) -> Dict[str, Any]:
 
 def strategy_components(strategy: ComposableLearner) -> List[Component]:
     """Every component a strategy holds, in the order learned: a TMC/TME strategy's
-    ``δ_t`` (kept components) or an :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy`'s
-    statistics (any :class:`~avalanche_tmc.compose.learner.ComposableLearner`)."""
+    ``δ_t`` (kept components) or an :class:`~avalanche_tmc.AnalyticHeadStrategy`'s
+    statistics (any :class:`~avalanche_tmc.composition.learner.ComposableLearner`)."""
     strategy.check_independent("save its components as files (they cannot be composed or forgotten on their own)")
     settings = strategy_settings(strategy)
     learned, classes = strategy.learned(), strategy.learned_classes()
@@ -109,7 +109,7 @@ def components_for(paths: Union[str, Sequence[str]], model: torch.nn.Module, lea
 def install_composition(strategy: ComposableLearner, composition: Component,
                         name: str = "the strategy's model") -> None:
     """Put a composition (or component) file into ``strategy`` (a fresh
-    :class:`~avalanche_tmc.compose.learner.ComposableLearner` on the same base, checked first: ``name``
+    :class:`~avalanche_tmc.composition.learner.ComposableLearner` on the same base, checked first: ``name``
     is how messages call its model): its members, by their sum, as if learned there (kept
     only as the sum), their classes recorded; the model then evaluates the composition."""
     check_same_base(model_reference(strategy.model, name), composition)

@@ -3,7 +3,7 @@
 A **component file** holds what its experience contributes to a composition (see
 :class:`~avalanche_tmc.files.component.Component`): the tensors (``δ_t``, or the
 experience's statistics ``gram``, ``cross``, ``target_gram``, ``count``, ``class_sum``,
-``class_count``, see :mod:`avalanche_tmc.compose.statistics`) and, as JSON metadata
+``class_count``, see :mod:`avalanche_tmc.composition.statistics`) and, as JSON metadata
 entries, its weight, members, base (:mod:`~avalanche_tmc.files.bases`) and training
 settings, with one integrity hash over them and the tensors and an optional signature
 (:mod:`~avalanche_tmc.files.signing`). A composition file holds ``S = Σ w_t δ_t``, ``W``
@@ -25,7 +25,7 @@ from typing import List, Sequence, Union
 
 import torch
 
-from ..compose.statistics import STAT_KEYS
+from ..composition.statistics import STAT_KEYS
 from .component import FORMAT, FORMAT_VERSION, Component, _clean, _clean_tensors, _refuse, content_sha256
 from .filesystem import write_atomically
 from .header import _check_members, _json_field, _read_verified

@@ -1,6 +1,6 @@
 """The model part of the training-free heads: frozen features (:func:`penultimate`,
 :class:`LayerFeatures`) and :class:`AnalyticClassifier`, a head solved in closed form from
-sufficient statistics (:mod:`avalanche_tmc.compose.statistics`). The continual strategy that
+sufficient statistics (:mod:`avalanche_tmc.composition.statistics`). The continual strategy that
 feeds it, one experience's statistics at a time, is
 :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`.
 """
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..compose.statistics import HeadStats, RandomReLUFeatures, class_means, ridge_head
+from ..composition.statistics import HeadStats, RandomReLUFeatures, class_means, ridge_head
 from ..tangent import find_head
 
 __all__ = ["HEADS", "penultimate", "LayerFeatures", "AnalyticClassifier"]

@@ -5,7 +5,7 @@
 product is taken in one forward-mode pass (``torch.func.jvp`` over
 ``torch.func.functional_call``), so a training step costs about two forwards and one
 backward. Because ``h_δ`` is linear in ``δ``, any weighted sum of tangent models around
-the same ``w`` is again a tangent model (:mod:`avalanche_tmc.compose.deltas`).
+the same ``w`` is again a tangent model (:mod:`avalanche_tmc.composition.deltas`).
 
 This module imports torch only; it knows nothing of Avalanche.
 """

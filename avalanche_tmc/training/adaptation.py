@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from ..compose.losses import RescaledSquareLoss
-from ..compose.statistics import head_statistics, ridge_head
+from ..composition.losses import RescaledSquareLoss
+from ..composition.statistics import head_statistics, ridge_head
 from ..models.analytic import AnalyticClassifier, LayerFeatures, penultimate
 from ..tangent import TangentModel, find_head
 from .divergence import DivergenceError

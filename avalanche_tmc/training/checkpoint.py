@@ -4,7 +4,7 @@ Avalanche's own ``save_checkpoint`` / ``maybe_load_checkpoint``, made to work on
 install, written atomically and checked on loading.
 
 **Learned state, no pickle** (components, composition, statistics: what a
-:class:`~avalanche_tmc.compose.learner.ComposableLearner` learned). :func:`save_learned` writes a
+:class:`~avalanche_tmc.composition.learner.ComposableLearner` learned). :func:`save_learned` writes a
 safetensors file (tensors and JSON metadata, one integrity hash over both, optionally
 signed like component files); :func:`load_learned` checks it against the strategy it is
 loaded into (strategy type, mode, base model) and refuses a mismatch naming it. Nothing
@@ -85,10 +85,10 @@ def enable_dill_checkpoints() -> None:
 def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
     """What a checkpoint must share with the strategy it is loaded into: the strategy type,
     its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
-    and, for a :class:`~avalanche_tmc.compose.learner.ComposableLearner`, the hash of the fixed
+    and, for a :class:`~avalanche_tmc.composition.learner.ComposableLearner`, the hash of the fixed
     base weights and buffers (the pre-trained point its components belong to)."""
-    from ..compose.additive import tensors_sha256
-    from ..compose.learner import ComposableLearner
+    from ..composition.additive import tensors_sha256
+    from ..composition.learner import ComposableLearner
 
     composable = isinstance(strategy, ComposableLearner)
     net: nn.Module = strategy.base_network() if composable else strategy.model
@@ -192,7 +192,7 @@ def maybe_load_checkpoint(strategy: Any, path: str, map_location: Any = None) ->
 
 
 def save_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = None) -> str:
-    """Write what ``strategy`` (a :class:`~avalanche_tmc.compose.learner.ComposableLearner`)
+    """Write what ``strategy`` (a :class:`~avalanche_tmc.composition.learner.ComposableLearner`)
     learned: the summed tensors, each kept member, the members' weights, checksums and
     classes, and :func:`checkpoint_identity`, as a safetensors file with one integrity hash
     over metadata and tensors (signed with ``key`` / ``$AVALANCHE_TMC_KEY_FILE`` if any).

@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from avalanche_tmc.checkpoint import maybe_load_checkpoint, save_checkpoint
+from avalanche_tmc.training.checkpoint import maybe_load_checkpoint, save_checkpoint
 from tests.helpers import small_benchmark, tmc
 
 warnings.filterwarnings("ignore")

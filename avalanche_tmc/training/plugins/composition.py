@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Hashable, List, Optional
 
 import torch
 
-from ...compose.ensemble import mask_logits
+from ...composition.ensemble import mask_logits
 from .task_mask import TaskMaskPlugin
 
 __all__ = ["CompositionPlugin"]

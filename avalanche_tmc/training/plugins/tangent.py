@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional,
 
 import torch
 
-from ...compose.deltas import DeltaComposition
-from ...compose.ensemble import log_softmax_ensemble
+from ...composition.deltas import DeltaComposition
+from ...composition.ensemble import log_softmax_ensemble
 from ...tangent import Delta, TangentModel
 from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..mixins import AllOrNothingTraining, TrainingTransaction, check_new_experience_ids

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Set
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ...compose.ensemble import class_mask, mask_logits, nll_of_log_probs
+from ...composition.ensemble import class_mask, mask_logits, nll_of_log_probs
 
 __all__ = ["experience_task_classes", "batch_task_labels", "TaskMaskPlugin"]
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 from torch import nn
 from torch.utils.data import Dataset
 
-from ...compose.statistics import HeadStats
+from ...composition.statistics import HeadStats
 from ...models.analytic import AnalyticClassifier, penultimate
 from ...tangent import find_head
 from ..adaptation import Adaptation, adapt_features, select_adaptation

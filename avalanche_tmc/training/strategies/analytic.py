@@ -1,7 +1,7 @@
 """Training-free continual heads composed through sufficient statistics, as Avalanche strategies.
 
 ``AnalyticHeadStrategy`` keeps a network frozen and, for every experience, computes the
-statistics of :mod:`avalanche_tmc.compose.statistics` from one pass over its data (no SGD);
+statistics of :mod:`avalanche_tmc.composition.statistics` from one pass over its data (no SGD);
 the model that holds the head is :class:`~avalanche_tmc.models.analytic.AnalyticClassifier`.
 The head is re-solved in closed form from the *sum* of the experiences' statistics:
 
@@ -24,8 +24,8 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from ...compose.learner import ComposableLearner
-from ...compose.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
+from ...composition.learner import ComposableLearner
+from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
 from ...distributed import UnshardedLoaders
 from ...models.analytic import AnalyticClassifier
 from ..divergence import DivergenceError
@@ -209,7 +209,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
     def learned_settings(self) -> Dict[str, object]:
         """What must agree between processes that compose statistics together: the head, the
         projection and the feature network."""
-        from ...compose.additive import tensors_sha256
+        from ...composition.additive import tensors_sha256
 
         model = self.model
         return dict(head=model.head, projection_dim=model.projection_dim, seed=model.seed,

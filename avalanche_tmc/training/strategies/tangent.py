@@ -15,9 +15,9 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch.optim import Optimizer
 
-from ...compose.deltas import DeltaComposition
-from ...compose.learner import ComposableLearner
-from ...compose.losses import RescaledSquareLoss
+from ...composition.deltas import DeltaComposition
+from ...composition.learner import ComposableLearner
+from ...composition.losses import RescaledSquareLoss
 from ...distributed import UnshardedLoaders
 from ...tangent import Delta, TangentModel
 from ..metrics import default_tangent_evaluator

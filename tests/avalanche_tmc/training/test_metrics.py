@@ -13,7 +13,7 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_tmc import DEFAULT_LR, Adaptation, RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
 from avalanche_tmc.cli import build_parser
-from avalanche_tmc.compose.ensemble import nll_of_log_probs
+from avalanche_tmc.composition.ensemble import nll_of_log_probs
 from avalanche_tmc.training.metrics import loss_metrics
 from tests.helpers import TinyResNet, small_benchmark
 

@@ -36,7 +36,7 @@ def main(out: str) -> None:
     import avalanche_tmc
     from avalanche_tmc import component_files as cf
     from avalanche_tmc.analytic import AnalyticClassifier, LayerFeatures
-    from avalanche_tmc.compose.statistics import head_statistics
+    from avalanche_tmc.composition.statistics import head_statistics
     from avalanche_tmc.tangent import TangentModel
 
     print("library:", os.path.dirname(avalanche_tmc.__file__))

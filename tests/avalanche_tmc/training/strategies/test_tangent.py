@@ -14,8 +14,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy, TMEStrategy
-from avalanche_tmc.compose.deltas import compose  # (avalanche_tmc.compose is also the package's name)
+from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy, TMEStrategy, compose
 from tests.helpers import NUM_CLASSES, TinyResNet, digits_benchmark, digits_splits, tmc
 
 EPOCHS = 2

@@ -1,4 +1,4 @@
-"""What a strategy whose knowledge is an :class:`~avalanche_tmc.compose.additive.AdditiveComposition`
+"""What a strategy whose knowledge is an :class:`~avalanche_tmc.composition.additive.AdditiveComposition`
 offers to code outside it (parallel training, component files, checkpoints): the small
 protocol through which persistence and distribution act on a strategy. Torch only.
 """
@@ -16,7 +16,7 @@ class ComposableLearner:
     """What a strategy whose knowledge is an :class:`AdditiveComposition` offers to code
     outside it (parallel training, component files, checkpoints), so that no caller
     inspects strategy types or private fields. The tangent strategies and
-    :class:`~avalanche_tmc.analytic.AnalyticHeadStrategy` implement it.
+    :class:`~avalanche_tmc.AnalyticHeadStrategy` implement it.
 
     * :attr:`payload`: ``"delta"`` or ``"statistics"``;
     * :meth:`learned`: the composition (read it; change it through the methods below);

@@ -124,7 +124,7 @@ class DeltaComposition(AdditiveComposition):
     forget any component exactly.
 
     What it is for: the state a continual learner keeps between experiences. It is the
-    :class:`~avalanche_tmc.compose.additive.AdditiveComposition` of the components: ``S = Σ w_i δ_i``
+    :class:`~avalanche_tmc.composition.additive.AdditiveComposition` of the components: ``S = Σ w_i δ_i``
     and ``W = Σ w_i`` (see the module docstring) plus each component's weight and
     checksum. With ``keep_components=True`` it also keeps every ``δ_i`` (O(T) memory) so
     that TME can ensemble them and :meth:`forget` needs nothing else; with ``False``

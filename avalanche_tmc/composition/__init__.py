@@ -1,4 +1,5 @@
-"""The torch-only math of composition: what every strategy, file format and process
+"""The torch-only math of composition (this path was the module of delta arithmetic, whose
+names it still exports):  what every strategy, file format and process
 exchange builds on, with no Avalanche, file or process code (a test checks the imports).
 
 * :mod:`.additive`: :class:`AdditiveComposition`, one weighted sum of per-experience
@@ -19,7 +20,9 @@ from .deltas import (
     DeltaComposition,
     add_deltas,
     check_compatible,
+    check_finite,
     compose,
+    non_finite_names,
     scale_delta,
     subtract_deltas,
     weighted_sum,
@@ -39,7 +42,8 @@ from .statistics import (
 
 __all__ = [
     "AdditiveComposition", "tensors_sha256", "reestimate_batchnorm", "Delta", "DeltaComposition", "add_deltas",
-    "check_compatible", "compose", "scale_delta", "subtract_deltas", "weighted_sum", "zeros_like_delta", "class_mask",
-    "log_softmax_ensemble", "logit_ensemble", "mask_logits", "ComposableLearner", "RescaledSquareLoss", "HeadStats",
-    "RandomReLUFeatures", "StatisticsComposition", "gcv_ridge_lambda", "head_statistics", "ridge_head",
+    "check_compatible", "check_finite", "non_finite_names", "compose", "scale_delta", "subtract_deltas",
+    "weighted_sum", "zeros_like_delta", "class_mask", "log_softmax_ensemble", "logit_ensemble", "mask_logits",
+    "ComposableLearner", "RescaledSquareLoss", "HeadStats", "RandomReLUFeatures", "StatisticsComposition",
+    "gcv_ridge_lambda", "head_statistics", "ridge_head",
 ]

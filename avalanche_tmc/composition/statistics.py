@@ -151,8 +151,8 @@ def class_means(stats: HeadStats) -> Tensor:
 class StatisticsComposition(AdditiveComposition):
     """Per-task head statistics composed by summation, with exact forgetting.
 
-    What it is for: the analytic-head counterpart of :class:`~avalanche_tmc.compose.deltas.DeltaComposition`:
-    the same :class:`~avalanche_tmc.compose.additive.AdditiveComposition`, unscaled (statistics
+    What it is for: the analytic-head counterpart of :class:`~avalanche_tmc.composition.deltas.DeltaComposition`:
+    the same :class:`~avalanche_tmc.composition.additive.AdditiveComposition`, unscaled (statistics
     are already sums over samples; a task's weight is its sample count). It keeps the
     running sum (fixed size) and, with ``keep_components=True``, each task's statistics
     so :meth:`forget` needs nothing else.

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from avalanche_tmc.compose.ensemble import (
+from avalanche_tmc.composition.ensemble import (
     class_mask,
     log_softmax_ensemble,
     logit_ensemble,

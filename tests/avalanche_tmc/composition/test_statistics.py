@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from avalanche_tmc.compose.statistics import (
+from avalanche_tmc.composition.statistics import (
     RandomReLUFeatures,
     StatisticsComposition,
     class_means,
