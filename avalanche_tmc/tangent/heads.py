@@ -26,10 +26,16 @@ def _output_layer(model: nn.Module) -> Tuple[Optional[str], str]:
     shape and scalar operations (flatten, dropout, ``* scale``, ...)."""
     import torch.fx
 
+    # Tracing runs the Python of every forward: in training mode BatchNorm counts a batch
+    # (num_batches_tracked += 1) even under torch.fx, which would change the base point.
+    was_training = model.training
+    model.eval()
     try:
         graph = torch.fx.symbolic_trace(model).graph
     except Exception as error:  # noqa: BLE001  (any tracing failure: the model is not traceable)
         return None, f"the model cannot be traced by torch.fx ({type(error).__name__})"
+    finally:
+        model.train(was_training)
     node = next(n for n in graph.nodes if n.op == "output").args[0]
     while True:
         if not isinstance(node, torch.fx.Node):

@@ -13,7 +13,7 @@ from .._ops import out_of_place
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
 
-__all__ = ["linear_in_first", "concatenate", "no_tangent", "identity_module", "register_linear_module"]
+__all__ = ["linear_in_first", "concatenate", "no_tangent", "convert", "identity_module", "register_linear_module"]
 
 
 @register_rule(
@@ -51,10 +51,21 @@ def concatenate(call: Call) -> RuleResult:
     return call.fn(tensors, *call.args[1:], **call.kwargs), call.fn(d_tensors, *call.args[1:], **call.kwargs)
 
 
-@register_rule(getattr, len, torch.numel, "size", "dim", "numel", "type_as", "to", "float", "double", "half")
+@register_rule(getattr, len, torch.numel, "size", "dim", "numel")
 def no_tangent(call: Call) -> RuleResult:
-    """Operations evaluated without a tangent: sizes, attributes, dtype conversions."""
+    """Operations evaluated without a tangent: sizes and attributes."""
     return call.without_tangent(), None
+
+
+@register_rule("to", "float", "double", "half", "bfloat16", "type_as")
+def convert(call: Call) -> RuleResult:
+    """Dtype and device conversions: linear, so the tangent is converted alike (to the
+    output's dtype and device)."""
+    y = call.without_tangent()
+    dx = call.d_args[0] if call.d_args else None
+    if dx is None or not isinstance(y, torch.Tensor):
+        return y, None
+    return y, dx.to(device=y.device, dtype=y.dtype)
 
 
 @register_rule(nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)

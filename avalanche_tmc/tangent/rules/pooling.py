@@ -12,15 +12,14 @@ __all__ = ["max_pool2d", "max_pool2d_module", "max_pool2d_function"]
 
 
 def max_pool2d(
-    x: Tensor, dx: Optional[Tensor], kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool
-) -> Tuple[Tensor, Optional[Tensor]]:
-    """2-D max pooling of ``x`` and the tangent at the positions of its maxima."""
+    x: Tensor, dx: Optional[Tensor], kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+    return_indices: bool = False,
+) -> Tuple[Any, Any]:
+    """2-D max pooling of ``x`` and the tangent at the positions of its maxima; with
+    ``return_indices``, ``((y, indices), (dy, None))`` as the pooling itself returns."""
     y, indices = F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
-    if dx is None:
-        return y, None
-    flat = dx.flatten(2)
-    dy = flat.gather(2, indices.flatten(2)).view_as(y)
-    return y, dy
+    dy = None if dx is None else dx.flatten(2).gather(2, indices.flatten(2)).view_as(y)
+    return ((y, indices), (dy, None)) if return_indices else (y, dy)
 
 
 @register_rule(nn.MaxPool2d)
@@ -29,7 +28,7 @@ def max_pool2d_module(call: Call) -> RuleResult:
     m = call.fn
     x = call.args[0] if call.args else None
     dx = call.d_args[0] if call.d_args else None
-    return max_pool2d(x, dx, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+    return max_pool2d(x, dx, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, m.return_indices)
 
 
 @register_rule(F.max_pool2d, torch.max_pool2d)

@@ -45,3 +45,18 @@ def test_find_head_walks_back_through_shape_and_scalar_operations():
         torch.manual_seed(3)
         expected = nn.Linear(6, 5)
     torch.testing.assert_close(net.classifier[1].weight, expected.weight)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_finding_and_replacing_the_head_leave_every_buffer_and_the_mode_alone(training):
+    """torch.fx runs each forward's Python while tracing: in training mode BatchNorm would
+    count a batch, changing the base point (and its hash) without any data seen."""
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(36, 5))
+    net.train()(torch.randn(2, 3, 5, 5))  # running statistics and a batch count that is not 0
+    net.train(training)
+    before = {n: b.clone() for n, b in net.named_buffers()}
+    assert find_head(net) == "4"
+    replace_head(net, 7)
+    assert net.training is training
+    TangentModel(net)  # (it traces the network too)
+    assert all(torch.equal(before[n], b) for n, b in net.named_buffers())
