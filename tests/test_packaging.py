@@ -65,6 +65,7 @@ def dists(tmp_path_factory):
     return wheels[0], sdists[0]
 
 
+@pytest.mark.integration
 def test_wheel_holds_only_the_library(dists):
     wheel, _ = dists
     assert wheel.name == f"avalanche_tmc-{VERSION}-py3-none-any.whl"
@@ -85,6 +86,7 @@ def test_wheel_holds_only_the_library(dists):
     assert "Requires-Dist: avalanche-lib>=0.6.0\n" in metadata
 
 
+@pytest.mark.integration
 def test_wheel_ships_py_typed(dists):
     """PEP 561: type checkers read the library's hints only if the wheel has ``py.typed``."""
     wheel, _ = dists
@@ -93,6 +95,7 @@ def test_wheel_ships_py_typed(dists):
         assert z.read("avalanche_tmc/py.typed") == b""
 
 
+@pytest.mark.integration
 def test_sdist_holds_the_source(dists):
     _, sdist = dists
     assert sdist.name == f"avalanche_tmc-{VERSION}.tar.gz"
@@ -137,6 +140,7 @@ print("ok", avalanche_tmc.__file__)
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("order", ["avalanche_tmc first", "avalanche first"])
 def test_wheel_imports_in_a_fresh_venv(fresh_venv, tmp_path, order):
     imports = ["import avalanche_tmc", "import avalanche, avalanche.training.templates"]

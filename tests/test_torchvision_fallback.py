@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -18,6 +20,7 @@ PRELUDE = "import sys; sys.meta_path[:] = [f for f in sys.meta_path " \
           "if type(f).__name__ != '_TorchvisionImportHook']; import avalanche_tmc_torchvision_fallback as f; "
 
 
+@pytest.mark.integration
 def test_torchvision_imports_and_fallback_matches_whether_ops_load():
     out = run(PRELUDE + "import torch, os, importlib.util as u; "
               "d = os.path.dirname(u.find_spec('torchvision').origin); "
@@ -27,6 +30,7 @@ def test_torchvision_imports_and_fallback_matches_whether_ops_load():
     assert fallback == str(loads == "False")  # declared exactly when the compiled ops did not load
 
 
+@pytest.mark.integration
 def test_nothing_is_declared_when_the_compiled_ops_load():
     out = run(PRELUDE + "import torch; f._load_compiled_ops = lambda torch, d: True; "
               "print(f.apply(), 'library' in f._STATE)")

@@ -67,6 +67,7 @@ def silos(tmp_path_factory):
     return root
 
 
+@pytest.mark.integration
 def test_two_silos_compose_and_the_composition_is_evaluated(silos):
     files = [load_component(str(silos / d / f"experience-{e}.safetensors"))
              for d, e in (("silo_a", 0), ("silo_b", 1), ("silo_b", 2))]
@@ -90,6 +91,7 @@ def test_two_silos_compose_and_the_composition_is_evaluated(silos):
         assert torch.allclose(files[0].tensors[name], value, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.integration
 def test_forgetting_one_silo_component_equals_composing_the_rest(silos):
     out = _ok(_cli("forget", silos / "composed.safetensors", silos / "silo_b" / "experience-2.safetensors",
                    "--out", silos / "rest.safetensors"))
@@ -108,6 +110,7 @@ def test_forgetting_one_silo_component_equals_composing_the_rest(silos):
     assert info[0]["classes"] == {str(task): classes for task, classes in rest.classes.items()}
 
 
+@pytest.mark.integration
 def test_train_component_under_torchrun_shares_the_experiences(silos, tmp_path):
     start = time.time()
     done = _cli("train-component", "--experience", "all", "--out", tmp_path, *TRAIN,

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--epochs", "1", "--quiet"]
 
 
+@pytest.mark.integration
 def test_help_imports_neither_torch_nor_avalanche(tmp_path):
     code = ("import sys, contextlib, io\nfrom avalanche_tmc.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
@@ -65,6 +66,7 @@ def test_loggers_write_text_csv_and_tensorboard(tmp_path, capsys):
     assert "CE_Loss_Epoch/train_phase" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="wandb is not installed")
 def test_wandb_logs_offline(tmp_path):
     env = dict(os.environ, WANDB_SILENT="true", PYTHONPATH=str(ROOT))

@@ -137,6 +137,7 @@ def test_key_file_signs_and_checks(tmp_path, files, capsys):
     assert "at least 16" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_world_size_without_torchrun_is_a_setup_failure(tmp_path, monkeypatch, capsys):
     """Issue 21: WORLD_SIZE without torchrun exited 1, not 6."""
     for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
@@ -146,6 +147,7 @@ def test_world_size_without_torchrun_is_a_setup_failure(tmp_path, monkeypatch, c
     assert "torchrun" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_closed_output_pipe_ends_quietly(files):
     """Issue 21: `inspect DIR | head -1` crashed on BrokenPipe."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
@@ -187,6 +189,7 @@ def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files
     assert report["experiences"] == [0, 1] and report["accuracy"] == pytest.approx(right / total, abs=1e-9)
 
 
+@pytest.mark.integration
 def test_two_concurrent_composes_one_wins_the_other_exits_4(tmp_path, files):
     """Issue 21: two `compose` processes writing the same --out without --overwrite both exited 0 (10 of 10)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")

@@ -142,6 +142,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.integration
 def test_two_processes_end_with_the_sequential_composition(runs):
     sequential, seq_meta = _result(runs / "sequential" / "rank0.safetensors")
     rank0, meta0 = _result(runs / "parallel" / "rank0.safetensors")
@@ -169,6 +170,7 @@ def test_two_processes_end_with_the_sequential_composition(runs):
     assert meta0["report"]["bytes_broadcast"] == 4 * 4 * numel
 
 
+@pytest.mark.integration
 def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path):
     done, seconds = _torchrun(tmp_path, "--fail-rank", "1", "--fail-experience", "3", "--timeout", "60")
     assert done.returncode != 0
@@ -179,6 +181,7 @@ def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path):
     assert seconds < 120 and not list(tmp_path.glob("rank*.safetensors"))
 
 
+@pytest.mark.integration
 def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path):
     done, seconds = _torchrun(tmp_path, "--fail-rank", "1", "--fail-experience", "3", "--hang", "--timeout", "5")
     assert done.returncode != 0
@@ -187,6 +190,7 @@ def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path):
     assert seconds < 120  # the hung rank sleeps 600 s: the run ended on the timeout, not on it
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("environment, message", [
     (dict(WORLD_SIZE="2"), r"sets \['WORLD_SIZE'\] but not \['RANK', 'MASTER_ADDR', 'MASTER_PORT'\]"),
     (dict(RANK="0"), "but not"),
@@ -206,6 +210,7 @@ def test_an_incomplete_launcher_environment_is_a_setup_error(monkeypatch, enviro
     assert issubclass(ParallelSetupError, ParallelTrainingError) and not dist.is_initialized()
 
 
+@pytest.mark.integration
 def test_a_survivor_names_the_lost_rank():
     """Issue 21: when a rank was killed, the survivor's message never named it."""
     from avalanche_tmc.distributed import lost_ranks
@@ -216,6 +221,7 @@ def test_a_survivor_names_the_lost_rank():
     assert lost_ranks("Connection reset by peer", 1, 3) == []  # cannot tell
 
 
+@pytest.mark.integration
 def test_when_rank_0_is_lost_the_survivor_names_it(tmp_path):
     """Issue 21: the survivor's message never named the lost rank (only rank 0 could)."""
     done, seconds = _torchrun(tmp_path, "--fail-rank", "0", "--fail-experience", "2", "--hang", "--timeout", "5")

@@ -127,6 +127,7 @@ def test_split_fmnist_on_debians_files():
     assert len(split_fmnist(n_experiences=2).train_stream) == 2  # found without dataset_root too
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not Path(DEBIAN_FASHION_MNIST).is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
 def test_a_classic_benchmark_through_the_command_line(tmp_path):
     """Fashion-MNIST from Debian's files: one experience's ridge statistics, then its accuracy."""
@@ -148,6 +149,7 @@ def test_a_classic_benchmark_through_the_command_line(tmp_path):
     assert all(rows[e] == 0 for e in (1, 2, 3, 4))  # classes never seen are never predicted
 
 
+@pytest.mark.integration
 def test_digits_factories_are_offline_and_the_same_in_every_process():
     bm = digits(n_experiences=5, seed=0)
     assert sum(len(e.dataset) for e in bm.train_stream) + sum(len(e.dataset) for e in bm.test_stream) == 1797 - 400

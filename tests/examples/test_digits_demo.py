@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Tuple
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^(?P<scenario>\S+-IL)\s+(?P<method>\S+)\s+final acc (?P<acc>[0-9.]+)"
                  r"\s+after each exp (?P<curve>[0-9. ]+?)\s+\(")
@@ -33,6 +35,7 @@ def run_demo(*args: str) -> Dict[Tuple[str, str], Tuple[float, list]]:
     return rows
 
 
+@pytest.mark.integration
 def test_class_incremental_tmc_beats_naive_and_tme_keeps_up():
     rows = run_demo("--methods", "naive,tmc,tme", "--scenarios", "class-IL")
     (naive, _), (tmc, tmc_curve), (tme, _) = (rows["class-IL", m] for m in ("naive", "tmc", "tme"))
@@ -43,6 +46,7 @@ def test_class_incremental_tmc_beats_naive_and_tme_keeps_up():
     assert len(tmc_curve) == 5
 
 
+@pytest.mark.integration
 def test_task_incremental_evaluation():
     rows = run_demo("--methods", "tmc", "--scenarios", "task-IL")
     tmc, _ = rows["task-IL", "tmc"]

@@ -46,6 +46,7 @@ def test_of_two_concurrent_exclusive_writers_exactly_one_wins(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
+@pytest.mark.integration
 def test_an_existing_output_is_kept_and_temporaries_of_dead_writers_are_removed(files, tmp_path, model):
     """Issue 21: a SIGKILLed compose sometimes left a partial .tmp."""
     before = open(files[0], "rb").read()
@@ -97,6 +98,7 @@ while True:
 """
 
 
+@pytest.mark.integration
 def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     """Issue 21: a SIGKILLed compose sometimes left a partial .tmp behind."""
     path = tmp_path / "out.safetensors"

@@ -197,6 +197,7 @@ def assert_same_delta(a, b):
         assert torch.equal(a[name], b[name]), name
 
 
+@pytest.mark.integration
 def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path):
     import subprocess
     import sys
