@@ -153,3 +153,17 @@ def tmc(lr: float = 1e-2, **kwargs) -> TMCStrategy:
     torch.manual_seed(0)
     model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
     return TMCStrategy(model=model, lr=lr, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
+
+
+def train_seeded(strategy, experiences):
+    """Train ``strategy`` on each experience, seeding torch with ``100 + experience id``
+    first (the same run whatever else the test did before)."""
+    for exp in experiences:
+        torch.manual_seed(100 + exp.current_experience)
+        strategy.train(exp)
+    return strategy
+
+
+def learned_of(strategy):
+    """What a TMC strategy or an analytic head strategy has learned: its additive composition."""
+    return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics

@@ -11,7 +11,7 @@ import torch
 from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
 from avalanche_tmc import files as cf
 from avalanche_tmc.distributed import train_parallel
-from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
+from tests.helpers import NUM_CLASSES, TinyResNet, learned_of, quiet_evaluator, small_benchmark, tmc, train_seeded
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -20,17 +20,6 @@ def analytic(**kwargs) -> AnalyticHeadStrategy:
     torch.manual_seed(0)
     model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
     return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(), **kwargs)
-
-
-def _learned(strategy):
-    return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics
-
-
-def _train(strategy, experiences):
-    for exp in experiences:
-        torch.manual_seed(100 + exp.current_experience)
-        strategy.train(exp)
-    return strategy
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +32,14 @@ def test_forgotten_experiences_are_purged_from_the_replay_buffer(bm):
     from avalanche.training.plugins import ReplayPlugin
 
     replay = ReplayPlugin(mem_size=8)
-    strategy = _train(tmc(plugins=[replay]), bm.train_stream[:2])
+    strategy = train_seeded(tmc(plugins=[replay]), bm.train_stream[:2])
     assert len(replay.storage_policy.buffer) == 8
     strategy.forget(1)
     assert 0 < len(replay.storage_policy.buffer) < 8
     strategy.forget(0)
     assert len(replay.storage_policy.buffer) == 0
-    _train(strategy, bm.train_stream[2:3])
-    alone = _train(tmc(), bm.train_stream[2:3])  # never saw experiences 0 and 1, no replay
+    train_seeded(strategy, bm.train_stream[2:3])
+    alone = train_seeded(tmc(), bm.train_stream[2:3])  # never saw experiences 0 and 1, no replay
     for name, value in alone.components[2].items():
         assert torch.allclose(strategy.components[2][name], value, rtol=1e-5, atol=1e-7), name
 
@@ -60,7 +49,7 @@ def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm):
     from avalanche.training.storage_policy import ClassBalancedBuffer
 
     replay = ReplayPlugin(mem_size=8, storage_policy=ClassBalancedBuffer(max_size=8))
-    strategy = _train(tmc(plugins=[replay]), bm.train_stream[:2])
+    strategy = train_seeded(tmc(plugins=[replay]), bm.train_stream[:2])
     with pytest.raises(ValueError, match="cannot be purged.*inexact=True"):
         strategy.forget(1)
     assert strategy.tangent_plugin.composition.keys == [0, 1]
@@ -74,19 +63,19 @@ def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner):
     from avalanche.training.plugins import LwFPlugin
 
     strategy = tmc(plugins=[LwFPlugin()]) if learner == "tmc" else analytic(plugins=[LwFPlugin()])
-    _train(strategy, bm.train_stream[:2])
+    train_seeded(strategy, bm.train_stream[:2])
     with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*LwFPlugin"):
         strategy.forget(0)
     with pytest.raises(ValueError, match="distil"):
         strategy.forget(1)  # the teacher of the next experience still knows it
-    assert _learned(strategy).keys == [0, 1]
+    assert learned_of(strategy).keys == [0, 1]
     strategy.forget(1, inexact=True)
-    assert _learned(strategy).keys == [0]
+    assert learned_of(strategy).keys == [0]
 
 
 def test_forget_with_component_dir_removes_the_file(bm, tmp_path):
     """Issue 21: the forgotten component's file stayed and from_components brought it back."""
-    strategy = _train(tmc(component_dir=str(tmp_path)), bm.train_stream[:2])
+    strategy = train_seeded(tmc(component_dir=str(tmp_path)), bm.train_stream[:2])
     strategy.forget(1)
     assert sorted(os.listdir(tmp_path)) == ["experience-0.safetensors"]
     torch.manual_seed(0)
@@ -102,7 +91,7 @@ def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trai
     train_parallel keep their checksums too."""
     strategy = tmc(keep_components=False, component_dir=str(tmp_path))
     if trained_by == "train":
-        _train(strategy, bm.train_stream[:3])
+        train_seeded(strategy, bm.train_stream[:3])
     else:
         train_parallel(strategy, bm.train_stream[:3], seed=100)
     files = {c.experience: c for c in cf.load_components(str(tmp_path))}

@@ -7,11 +7,11 @@ import pytest
 import torch
 from avalanche.core import SupervisedPlugin
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TMCStrategy, penultimate
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from avalanche_tmc.distributed import train_parallel
 from avalanche_tmc.training.mixins import TrainingTransaction, check_new_experience_ids, check_train_epochs
 from avalanche_tmc.training.protocols import RollbackLearner, RollbackPart
-from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
+from tests.helpers import NUM_CLASSES, TinyResNet, learned_of, quiet_evaluator, small_benchmark, tmc, train_seeded
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -173,17 +173,6 @@ def test_duplicate_experience_is_refused_before_training(learner):
     assert counter.count == done  # refused before any training iteration
 
 
-def _learned(strategy):
-    return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics
-
-
-def _train(strategy, experiences):
-    for exp in experiences:
-        torch.manual_seed(100 + exp.current_experience)
-        strategy.train(exp)
-    return strategy
-
-
 @pytest.fixture(scope="module")
 def bm():
     return small_benchmark(n_experiences=4)
@@ -192,10 +181,10 @@ def bm():
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
 def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner):
     """Issue 21: train_parallel(strategy, []) emptied an AnalyticHeadStrategy's statistics."""
-    strategy = _train(tmc() if learner == "tmc" else analytic(), bm.train_stream[:1])
-    composition = _learned(strategy)
+    strategy = train_seeded(tmc() if learner == "tmc" else analytic(), bm.train_stream[:1])
+    composition = learned_of(strategy)
     report = train_parallel(strategy, [])
     assert report.experiences == []
-    assert _learned(strategy) is composition and composition.keys == [0]
+    assert learned_of(strategy) is composition and composition.keys == [0]
     strategy.train(bm.train_stream[1])  # the next experience is added to experience 0, not alone
-    assert _learned(strategy).keys == [0, 1]
+    assert learned_of(strategy).keys == [0, 1]

@@ -8,16 +8,9 @@ import pytest
 import torch
 from avalanche.core import SupervisedPlugin
 
-from tests.helpers import NUM_CLASSES, TinyResNet, small_benchmark, tmc
+from tests.helpers import NUM_CLASSES, TinyResNet, small_benchmark, tmc, train_seeded
 
 warnings.filterwarnings("ignore", message="No loggers specified")
-
-
-def _train(strategy, experiences):
-    for exp in experiences:
-        torch.manual_seed(100 + exp.current_experience)
-        strategy.train(exp)
-    return strategy
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +24,7 @@ class _StopAtOnce(SupervisedPlugin):
 
 
 def test_an_experience_without_a_training_step_is_not_composed(bm):
-    strategy = _train(tmc(), bm.train_stream[:1])
+    strategy = train_seeded(tmc(), bm.train_stream[:1])
     before = strategy.composed_delta
     strategy.plugins.append(_StopAtOnce())
     with pytest.raises(ValueError, match="no training step"):
@@ -42,7 +35,7 @@ def test_an_experience_without_a_training_step_is_not_composed(bm):
 
 def test_a_base_changed_after_training_is_refused(bm):
     """Issue 21: loading other base weights into the wrapped network went unnoticed at evaluation."""
-    strategy = _train(tmc(), bm.train_stream[:1])
+    strategy = train_seeded(tmc(), bm.train_stream[:1])
     torch.manual_seed(7)
     strategy.model.model.load_state_dict(TinyResNet(num_classes=NUM_CLASSES).state_dict())
     with pytest.raises(ValueError, match="changed since the components were trained"):
