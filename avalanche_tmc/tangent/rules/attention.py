@@ -18,15 +18,21 @@ __all__ = ["softmax", "attention_rule", "scaled_dot_product_attention"]
 
 @register_rule(F.softmax, torch.softmax, "softmax")
 def softmax(call: Call) -> RuleResult:
-    """``softmax(x, dim)``: ``dy = y ⊙ (dx − Σ y ⊙ dx)`` (only ``x`` with a tangent, only
-    ``dim`` as keyword; else: jvp)."""
+    """``softmax(x, dim)``: ``dy = y ⊙ (dx − Σ y ⊙ dx)`` (only ``x`` with a tangent, no
+    dtype conversion; else: jvp)."""
     args, kwargs, d_args = call.args, call.kwargs, call.d_args
-    if call.d_kwargs or not all(t is None for t in tree_flatten(d_args[1:])[0]):
+    # (d_kwargs mirrors the keywords, {"dim": None} for ``softmax(x, dim=1)``: only a
+    # tangent in it, not the keyword itself, needs jvp)
+    if not all(t is None for t in tree_flatten((d_args[1:], call.d_kwargs))[0]):
         return None
     dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-    if dim is None or not kwargs.keys() <= {"dim"}:
+    # F.softmax traces with its defaults spelled out: _stacklevel (a warning's) and dtype=None
+    extra = {k: v for k, v in kwargs.items() if k != "dim" and not (k == "_stacklevel" or (k == "dtype" and v is None))}
+    if dim is None or extra or len(args) > 2:
         return None
     y = torch.softmax(args[0], dim)
+    if d_args[0] is None:
+        return y, None
     weighted = y * d_args[0]
     return y, weighted - y * weighted.sum(dim, keepdim=True)
 

@@ -322,3 +322,28 @@ def test_max_pool_module_returning_indices():
     torch.manual_seed(16)
     generic, fast = both(PoolsWithIndices())
     assert_same(generic, fast, torch.randn(2, 3, 4, 4, dtype=torch.float64), quick=True)
+
+
+class SoftmaxWithKeywords(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return F.softmax(h, dim=1) + h.softmax(dim=-1) + torch.softmax(h, 1)
+
+
+def test_softmax_with_dim_as_keyword_uses_its_rule(monkeypatch):
+    """``softmax(x, dim=1)`` went to torch.func.jvp at run time: the keyword's (empty) tangent
+    entry looked like a tangent."""
+    from avalanche_tmc.tangent import plan
+
+    torch.manual_seed(17)
+    generic, fast = both(SoftmaxWithKeywords())
+
+    def refuse(call):
+        raise AssertionError(f"{call.target} fell back to torch.func.jvp")
+
+    monkeypatch.setattr(plan, "_jvp_call", refuse)
+    assert_same(generic, fast, torch.randn(5, 3, dtype=torch.float64), quick=True)
