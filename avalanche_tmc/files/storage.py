@@ -62,9 +62,25 @@ def save_component(component: Component, path: str, *, overwrite: bool = True,
     metadata["file_sha256"] = _metadata_sha256(metadata)
     if key is not None:
         metadata["hmac_sha256"] = _signature(key, metadata["file_sha256"])
-    data = save(dict(tensors), metadata=metadata)
+    data = _sorted_metadata(save(dict(tensors), metadata=metadata))
     write_atomically(path, data, overwrite=overwrite)
     return path
+
+
+def _sorted_metadata(data: bytes) -> bytes:
+    """``data`` (a safetensors file) with its metadata entries in name order, so the same
+    component gives the same bytes in every process: safetensors writes them in hash-map
+    order, which changes from one save to the next. The header keeps its length (padded
+    with spaces, as safetensors pads it); if it would not, ``data`` is returned unchanged."""
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    if "__metadata__" in header:
+        header = {"__metadata__": dict(sorted(header["__metadata__"].items())),
+                  **{k: v for k, v in header.items() if k != "__metadata__"}}
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(text) > size:
+        return data
+    return data[:8] + text + b" " * (size - len(text)) + data[8 + size:]
 
 
 def load_component(path: str, *, key: Union[None, bytes, str] = None) -> Component:

@@ -35,6 +35,18 @@ def test_round_trip_is_bit_exact(trained, bm, tmp_path):
         assert c.weight == strategy.tangent_plugin.composition.weights[c.experience]
 
 
+def test_the_same_component_gives_the_same_bytes_every_time(trained, tmp_path):
+    """safetensors writes metadata in hash-map order, different from one save to the next;
+    files that silos compare by SHA-256 must not differ for that."""
+    component = cf.strategy_components(trained[0])[0]
+    files = [Path(cf.save_component(component, str(tmp_path / f"{i}.safetensors"))).read_bytes() for i in range(6)]
+    assert all(f == files[0] for f in files)
+    size = struct.unpack("<Q", files[0][:8])[0]
+    metadata = json.loads(files[0][8:8 + size])["__metadata__"]
+    assert list(metadata) == sorted(metadata)
+    assert equal(cf.load_component(str(tmp_path / "0.safetensors")).tensors, component.tensors)
+
+
 def test_an_edited_file_is_refused(trained, tmp_path):
     data = bytearray(component_bytes(trained[1]))
     header_end = 8 + struct.unpack("<Q", bytes(data[:8]))[0]
