@@ -63,7 +63,7 @@ def head_statistics(features: Tensor, targets: Tensor, num_classes: int, beta: f
         gram=phi.T @ phi,
         cross=phi.T @ y,
         target_gram=y.T @ y,
-        count=torch.tensor(float(len(phi)), dtype=dtype),
+        count=torch.tensor(float(len(phi)), dtype=dtype, device=phi.device),
         class_sum=one_hot.T @ phi,
         class_count=one_hot.sum(0),
     )
@@ -100,7 +100,7 @@ def _eigh(gram: Tensor, scale: float) -> Tuple[Tensor, Tensor]:
         evals, evecs = torch.linalg.eigh(gram)
     except torch.linalg.LinAlgError:
         jitter = 1e-9 * max(scale, 1e-30)
-        evals, evecs = torch.linalg.eigh(gram + jitter * torch.eye(gram.shape[0], dtype=gram.dtype))
+        evals, evecs = torch.linalg.eigh(gram + jitter * torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device))
         evals = evals - jitter
     return evals.clamp(min=0), evecs
 

@@ -76,7 +76,8 @@ def batch_task_labels(strategy: "SupervisedTemplate") -> torch.Tensor:
     if mbatch is not None and len(mbatch) >= 3:
         return strategy.mb_task_id
     task = _single_task_label(strategy.experience) if strategy.experience is not None else 0
-    return torch.full((len(strategy.mb_x),), 0 if task is None else task, dtype=torch.long)
+    return torch.full((len(strategy.mb_x),), 0 if task is None else task, dtype=torch.long,
+                      device=strategy.mb_x.device)
 
 
 class TaskMaskPlugin(SupervisedPlugin, supports_distributed=True):

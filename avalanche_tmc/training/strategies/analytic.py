@@ -263,4 +263,5 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         if len(self.statistics):
             self.model.fit(self.statistics.summed(), self.ridge_lambda)
         else:
-            self.model.weight, self.model.means = torch.zeros(0), torch.zeros(0)
+            empty = torch.zeros(0, device=self.model.weight.device)
+            self.model.weight, self.model.means = empty, empty.clone()

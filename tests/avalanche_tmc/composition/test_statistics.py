@@ -111,3 +111,21 @@ def test_bad_inputs():
         comp.forget("a")
     with pytest.raises(ValueError, match="Incompatible"):
         comp.add("b", head_statistics(x[:, :4], y, C))
+
+
+def test_the_jitter_fallback_stays_on_the_grams_device(monkeypatch):
+    """Tensors the library creates live on their partner's device (checked on the ``meta``
+    device, where any CPU tensor beside it is an error, so no GPU is needed)."""
+    from avalanche_tmc.composition import statistics
+
+    real, calls = torch.linalg.eigh, []
+
+    def eigh_failing_once(gram):
+        calls.append(gram.device)
+        if len(calls) == 1:
+            raise torch.linalg.LinAlgError("did not converge")
+        return real(gram)
+
+    monkeypatch.setattr(torch.linalg, "eigh", eigh_failing_once)
+    evals, evecs = statistics._eigh(torch.zeros(4, 4, device="meta"), scale=1.0)
+    assert calls == [torch.device("meta")] * 2 and evals.device.type == evecs.device.type == "meta"

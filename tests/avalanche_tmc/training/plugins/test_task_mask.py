@@ -95,3 +95,15 @@ def test_every_benchmark_generator_works(name, learner):
         tasks = set(int(t) for t in getattr(exp.dataset, "targets_task_labels", [0] * len(exp.dataset)))
         for task in tasks:
             assert _expected_classes(exp) <= plugin.task_classes[task]
+
+
+def test_task_labels_without_a_task_column_live_on_the_batchs_device():
+    """(Checked on the ``meta`` device: a CPU tensor would not be.)"""
+    from types import SimpleNamespace
+
+    from avalanche_tmc.training.plugins.task_mask import batch_task_labels
+
+    x = torch.zeros(5, 3, device="meta")
+    strategy = SimpleNamespace(mbatch=[x, torch.zeros(5, device="meta")], experience=None, mb_x=x)
+    labels = batch_task_labels(strategy)
+    assert labels.device.type == "meta" and labels.shape == (5,) and labels.dtype == torch.long
