@@ -167,3 +167,9 @@ def train_seeded(strategy, experiences):
 def learned_of(strategy):
     """What a TMC strategy or an analytic head strategy has learned: its additive composition."""
     return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics
+
+
+def seeded_resnet(seed: int = 0, width: int = 8, num_classes: int = 10) -> "TinyResNet":
+    """A :class:`TinyResNet` initialised from ``seed``."""
+    torch.manual_seed(seed)
+    return TinyResNet(width=width, num_classes=num_classes)

@@ -63,6 +63,10 @@ class Call:
         """Tangents of the called module's own linearized parameters, by local name."""
         return {local: self.tangents[full] for local, full in self.params if full in self.tangents}
 
+    def first_input(self) -> Tuple[Any, Any]:
+        """The first positional argument and its tangent (None, None when there is none)."""
+        return (self.args[0] if self.args else None), (self.d_args[0] if self.d_args else None)
+
     def without_tangent(self) -> Any:
         """The plain output (an in-place method runs out of place: stored values never change)."""
         if self.op == "method":

@@ -43,8 +43,7 @@ def activation(
 def _activation_call(call: Call) -> RuleResult:
     if call.op == "module":
         name, module_kwargs = _MODULE_KWARGS[type(call.fn)]
-        x = call.args[0] if call.args else None
-        dx = call.d_args[0] if call.d_args else None
+        x, dx = call.first_input()
         return activation(name, x, dx, module_kwargs(call.fn))
     return activation(call.conf, call.args[0], call.d_args[0], call.kwargs, call.args[1:])
 

@@ -144,8 +144,7 @@ def bilinear_module(call: Call) -> RuleResult:
     """A convolution or linear module (timm's ``Conv2dSame`` padded first)."""
     module, conf = call.fn, call.conf
     d_params = call.param_tangents()
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     if conf.get("same"):
         x = pad_same(x, conf)
         dx = None if dx is None else pad_same(dx, conf)

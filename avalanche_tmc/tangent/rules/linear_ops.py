@@ -62,7 +62,7 @@ def convert(call: Call) -> RuleResult:
     """Dtype and device conversions: linear, so the tangent is converted alike (to the
     output's dtype and device)."""
     y = call.without_tangent()
-    dx = call.d_args[0] if call.d_args else None
+    _, dx = call.first_input()
     if dx is None or not isinstance(y, torch.Tensor):
         return y, None
     return y, dx.to(device=y.device, dtype=y.dtype)
@@ -71,8 +71,7 @@ def convert(call: Call) -> RuleResult:
 @register_rule(nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 def identity_module(call: Call) -> RuleResult:
     """Identity, and dropout in eval mode: the input and its tangent unchanged."""
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     return x, dx
 
 
@@ -81,8 +80,7 @@ _LINEAR_MODULES: Dict[type, Callable[[nn.Module], Tuple[Callable[..., Any], Tupl
 
 def _linear_module(call: Call) -> RuleResult:
     fn, fargs, fkw = _LINEAR_MODULES[type(call.fn)](call.fn)
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     y = fn(x, *fargs, **fkw)
     return y, (None if dx is None else fn(dx, *fargs, **fkw))
 

@@ -61,8 +61,7 @@ def batchnorm_module(call: Call) -> RuleResult:
     """``nn.BatchNorm1d/2d/3d`` with running statistics (the wrapped network is in eval mode)."""
     module = call.fn
     d_params = call.param_tangents()
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     return batchnorm_rule(
         x, dx, module.running_mean, module.running_var, module.weight, d_params.get("weight"),
         module.bias, d_params.get("bias"), module.eps,
@@ -124,8 +123,7 @@ def layer_norm_module(call: Call) -> RuleResult:
     """``nn.LayerNorm``."""
     module = call.fn
     d_params = call.param_tangents()
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     return layer_norm_rule(
         x, dx, module.normalized_shape, module.weight, d_params.get("weight"), module.bias,
         d_params.get("bias"), module.eps,

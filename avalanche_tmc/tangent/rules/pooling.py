@@ -26,8 +26,7 @@ def max_pool2d(
 def max_pool2d_module(call: Call) -> RuleResult:
     """``nn.MaxPool2d``."""
     m = call.fn
-    x = call.args[0] if call.args else None
-    dx = call.d_args[0] if call.d_args else None
+    x, dx = call.first_input()
     return max_pool2d(x, dx, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode, m.return_indices)
 
 

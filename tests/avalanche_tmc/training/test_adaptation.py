@@ -11,40 +11,29 @@ import torch
 
 from avalanche_tmc import Adaptation, adapt_features, select_adaptation
 from avalanche_tmc.training.adaptation import stratified_holdout
-from tests.helpers import TinyResNet, digits_benchmark, digits_splits
+from tests.helpers import seeded_resnet
 
 
-@pytest.fixture(scope="module")
-def digits():
-    _, train, test = digits_splits(seed=0, pretrain_per_class=0)
-    return digits_benchmark(train, test, n_experiences=3)
-
-
-def network(seed: int = 0) -> TinyResNet:
-    torch.manual_seed(seed)
-    return TinyResNet(width=8, num_classes=10)
-
-
-def test_adaptation_is_deterministic_for_a_seed(digits):
-    data = digits.train_stream[0].dataset
+def test_adaptation_is_deterministic_for_a_seed(digits3):
+    data = digits3.train_stream[0].dataset
     x = torch.stack([data[i][0] for i in range(8)])
     for how in ("fine-tune", "tangent"):
-        a = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=3))
-        b = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=3))
-        c = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=4))
+        a = adapt_features(seeded_resnet(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=3))
+        b = adapt_features(seeded_resnet(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=3))
+        c = adapt_features(seeded_resnet(), data, Adaptation(how=how, lr=1e-2, epochs=1, seed=4))
         assert torch.equal(a(x), b(x)) and not torch.equal(a(x), c(x))
 
 
-def test_adaptation_never_modifies_the_given_network(digits):
-    net = network()
+def test_adaptation_never_modifies_the_given_network(digits3):
+    net = seeded_resnet()
     before = copy.deepcopy(net.state_dict())
-    adapt_features(net, digits.train_stream[0].dataset, Adaptation(lr=0.1, epochs=1))
+    adapt_features(net, digits3.train_stream[0].dataset, Adaptation(lr=0.1, epochs=1))
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
 
-def test_train_from_adapts_only_the_later_parameters(digits):
-    net = network()
-    features = adapt_features(net, digits.train_stream[0].dataset, Adaptation(lr=0.1, epochs=1, train_from="block"))
+def test_train_from_adapts_only_the_later_parameters(digits3):
+    net = seeded_resnet()
+    features = adapt_features(net, digits3.train_stream[0].dataset, Adaptation(lr=0.1, epochs=1, train_from="block"))
     adapted = dict(features.named_parameters())
     for name, value in net.named_parameters():
         if name.startswith("stem."):
@@ -52,11 +41,11 @@ def test_train_from_adapts_only_the_later_parameters(digits):
         elif name.startswith("block.") and value.dim() > 1:
             assert not torch.equal(adapted[name], value)
     with pytest.raises(ValueError, match="names no module"):
-        adapt_features(net, digits.train_stream[0].dataset, Adaptation(train_from="nowhere"))
+        adapt_features(net, digits3.train_stream[0].dataset, Adaptation(train_from="nowhere"))
 
 
-def test_selection_looks_only_at_a_held_out_part_of_the_adaptation_data(digits):
-    data = digits.train_stream[0].dataset
+def test_selection_looks_only_at_a_held_out_part_of_the_adaptation_data(digits3):
+    data = digits3.train_stream[0].dataset
     kept, held = stratified_holdout([int(data[i][1]) for i in range(len(data))], 0.25, seed=0)
     assert not set(kept) & set(held) and sorted(kept + held) == list(range(len(data)))
     seen = []
@@ -71,7 +60,7 @@ def test_selection_looks_only_at_a_held_out_part_of_the_adaptation_data(digits):
     module.adapt_features, saved = recording, module.adapt_features
     try:
         candidates = [Adaptation(how="none"), Adaptation(lr=0.05, epochs=2), Adaptation(lr=1e30, epochs=1)]
-        best, scores = select_adaptation(network(), data, candidates, val_fraction=0.25, seed=0)
+        best, scores = select_adaptation(seeded_resnet(), data, candidates, val_fraction=0.25, seed=0)
     finally:
         module.adapt_features = saved
     assert all(indices == kept for indices in seen)  # adapted on the kept part only
@@ -86,17 +75,17 @@ def test_bad_adaptations_are_refused_with_advice():
         Adaptation(lr=-1.0)
 
 
-def test_candidates_that_differ_only_in_the_layer_share_one_fine_tuning(digits, monkeypatch):
+def test_candidates_that_differ_only_in_the_layer_share_one_fine_tuning(digits3, monkeypatch):
     import avalanche_tmc.training.adaptation as module
 
-    data = digits.train_stream[0].dataset
+    data = digits3.train_stream[0].dataset
     trained = Adaptation(lr=0.05, epochs=1, batch_size=16)
     candidates = [trained, replace(trained, layer="stem"), replace(trained, layer="block"), Adaptation(how="none")]
-    alone = [select_adaptation(network(), data, [c], seed=0, projection_dim=64)[1][0] for c in candidates]
+    alone = [select_adaptation(seeded_resnet(), data, [c], seed=0, projection_dim=64)[1][0] for c in candidates]
     calls = []
     real = module.fine_tune
     monkeypatch.setattr(module, "fine_tune", lambda *a, **k: calls.append(1) or real(*a, **k))
-    best, scores = select_adaptation(network(), data, candidates, seed=0, projection_dim=64)
+    best, scores = select_adaptation(seeded_resnet(), data, candidates, seed=0, projection_dim=64)
     assert len(calls) == 1  # one fine-tuning read at three layers
     assert scores == alone  # the same scores as each candidate selected on its own
     assert best is max(scores, key=lambda item: item[1])[0]
@@ -109,10 +98,10 @@ def test_a_tangent_adaptation_is_read_at_the_heads_input_only():
 
 
 @pytest.mark.parametrize("how", ["fine-tune", "tangent"])
-def test_adapting_only_the_head_leaves_the_features_as_they_are(digits, how):
+def test_adapting_only_the_head_leaves_the_features_as_they_are(digits3, how):
     from avalanche_tmc import penultimate
 
-    data = digits.train_stream[0].dataset
+    data = digits3.train_stream[0].dataset
     x = torch.stack([data[i][0] for i in range(8)])
-    features = adapt_features(network(), data, Adaptation(how=how, lr=1e-2, epochs=1, train_from="fc"))
-    torch.testing.assert_close(features(x), penultimate(network())(x), rtol=0, atol=0)
+    features = adapt_features(seeded_resnet(), data, Adaptation(how=how, lr=1e-2, epochs=1, train_from="fc"))
+    torch.testing.assert_close(features(x), penultimate(seeded_resnet())(x), rtol=0, atol=0)

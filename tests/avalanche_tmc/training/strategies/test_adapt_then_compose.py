@@ -10,22 +10,11 @@ from torch.utils.data import TensorDataset
 
 from avalanche_tmc import Adaptation, AdaptThenComposeStrategy, adapt_features
 from avalanche_tmc.training.adaptation import TangentFeatures
-from tests.helpers import TinyResNet, digits_benchmark, digits_splits, quiet_evaluator
-
-
-@pytest.fixture(scope="module")
-def digits():
-    _, train, test = digits_splits(seed=0, pretrain_per_class=0)
-    return digits_benchmark(train, test, n_experiences=3)
-
-
-def network(seed: int = 0) -> TinyResNet:
-    torch.manual_seed(seed)
-    return TinyResNet(width=8, num_classes=10)
+from tests.helpers import digits_splits, quiet_evaluator, seeded_resnet
 
 
 def strategy(adaptation=Adaptation(lr=0.05, epochs=2, batch_size=16), **kwargs) -> AdaptThenComposeStrategy:
-    return AdaptThenComposeStrategy(network=network(), num_classes=10, adaptation=adaptation,
+    return AdaptThenComposeStrategy(network=seeded_resnet(), num_classes=10, adaptation=adaptation,
                                     evaluator=quiet_evaluator(), **kwargs)
 
 
@@ -46,26 +35,26 @@ def closed_form_ridge(phi, y, lam):
 
 
 @pytest.mark.parametrize("how", ["fine-tune", "tangent"])
-def test_head_after_a_run_is_the_closed_form_on_all_experiences_adapted_features(digits, how):
+def test_head_after_a_run_is_the_closed_form_on_all_experiences_adapted_features(digits3, how):
     learner = strategy(Adaptation(how=how, lr=0.05 if how == "fine-tune" else 1e-2, epochs=2, batch_size=16))
-    for exp in digits.train_stream:
+    for exp in digits3.train_stream:
         learner.train(exp)
     assert learner.adapted_on == 0 and learner.adaptation_choice.how == how
     features = learner.model.features
     if how == "tangent":
         assert isinstance(features, TangentFeatures) and any(v.abs().max() > 0 for v in features.delta.values())
-    phi, y = features_of(features, digits.train_stream)
+    phi, y = features_of(features, digits3.train_stream)
     expected = closed_form_ridge(phi, y, learner.model.ridge_lambda)
     torch.testing.assert_close(learner.model.weight.double(), expected, rtol=1e-3, atol=1e-4)
     # and the adapted features differ from the pre-trained ones (the adaptation did something)
-    pretrained, _ = features_of(adapt_features(network(), digits.train_stream[0].dataset, Adaptation(how="none")),
-                                digits.train_stream[:1])
-    assert not torch.allclose(pretrained, features_of(features, digits.train_stream[:1])[0])
+    unadapted = adapt_features(seeded_resnet(), digits3.train_stream[0].dataset, Adaptation(how="none"))
+    pretrained, _ = features_of(unadapted, digits3.train_stream[:1])
+    assert not torch.allclose(pretrained, features_of(features, digits3.train_stream[:1])[0])
 
 
-def test_forgetting_a_later_experience_equals_never_adding_it(digits):
+def test_forgetting_a_later_experience_equals_never_adding_it(digits3):
     full, without = strategy(), strategy()
-    for exp in digits.train_stream:
+    for exp in digits3.train_stream:
         full.train(exp)
         if exp.current_experience != 1:
             without.train(exp)
@@ -74,9 +63,9 @@ def test_forgetting_a_later_experience_equals_never_adding_it(digits):
     torch.testing.assert_close(full.model.weight, without.model.weight, rtol=1e-4, atol=1e-5)
 
 
-def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits):
+def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits3):
     learner = strategy()
-    for exp in digits.train_stream[:2]:
+    for exp in digits3.train_stream[:2]:
         learner.train(exp)
     with pytest.raises(ValueError, match="adapted the feature network"):
         learner.forget(0)
@@ -85,11 +74,11 @@ def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits):
     assert list(learner.components) == [1]
 
 
-def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(digits):
+def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(digits3):
     pretrain, _, _ = digits_splits(seed=0, pretrain_per_class=20)
     adaptation_set = TensorDataset(torch.as_tensor(pretrain[0]), torch.as_tensor(pretrain[1]))
     full, without = strategy(adaptation_data=adaptation_set), strategy(adaptation_data=adaptation_set)
-    for exp in digits.train_stream:
+    for exp in digits3.train_stream:
         full.train(exp)
         if exp.current_experience != 0:
             without.train(exp)
@@ -98,7 +87,7 @@ def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(di
     torch.testing.assert_close(full.model.weight, without.model.weight, rtol=1e-4, atol=1e-5)
 
 
-def test_a_failed_train_call_leaves_the_features_unadapted(digits):
+def test_a_failed_train_call_leaves_the_features_unadapted(digits3):
     learner = strategy()
     before = learner.model.features
 
@@ -107,25 +96,25 @@ def test_a_failed_train_call_leaves_the_features_unadapted(digits):
 
     learner.training_epoch, saved = boom, learner.training_epoch
     with pytest.raises(RuntimeError, match="interrupted"):
-        learner.train(digits.train_stream[0])
+        learner.train(digits3.train_stream[0])
     learner.training_epoch = saved
     assert learner.model.features is before and learner.adapted_on is None
-    learner.train(digits.train_stream[0])
+    learner.train(digits3.train_stream[0])
     assert learner.adapted_on == 0
 
 
-def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_output(digits):
+def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_output(digits3):
     learner = strategy(Adaptation(how="none", layer="block"))
-    for exp in digits.train_stream:
+    for exp in digits3.train_stream:
         learner.train(exp)
-    net = network().eval()
+    net = seeded_resnet().eval()
     with torch.no_grad():
-        phi, y = features_of(lambda x: net.block(net.stem(x)).mean((2, 3)), digits.train_stream)
+        phi, y = features_of(lambda x: net.block(net.stem(x)).mean((2, 3)), digits3.train_stream)
     expected = closed_form_ridge(phi, y, learner.model.ridge_lambda)
     torch.testing.assert_close(learner.model.weight.double(), expected, rtol=1e-3, atol=1e-4)
 
 
-def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits):
+def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits3):
     """As AnalyticHeadStrategy (tests/avalanche_tmc/training/strategies/test_analytic.py): a plugin's stop_training()
     ends the statistics pass, the forward callbacks fire once per batch, and arguments the
     strategy cannot honour are refused with what to do."""
@@ -146,8 +135,8 @@ def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits
 
     stopper = StopAfterOne()
     learner = strategy(Adaptation("none"), plugins=[stopper], train_mb_size=32)
-    learner.train(digits.train_stream[0])
-    assert stopper.iterations == stopper.forwards == 1 < len(digits.train_stream[0].dataset) / 32
+    learner.train(digits3.train_stream[0])
+    assert stopper.iterations == stopper.forwards == 1 < len(digits3.train_stream[0].dataset) / 32
     assert float(learner.statistics.summed()["class_count"].sum()) == 32  # the one batch seen
     with pytest.raises(ValueError, match="train_epochs=1 or leave it out"):
         strategy(train_epochs=3)
@@ -158,12 +147,12 @@ def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits
 
 def test_bad_arguments_are_refused_with_advice():
     with pytest.raises(ValueError, match="replace it first"):
-        AdaptThenComposeStrategy(network=network(), num_classes=7)
+        AdaptThenComposeStrategy(network=seeded_resnet(), num_classes=7)
     with pytest.raises(TypeError, match="Adaptation"):
-        AdaptThenComposeStrategy(network=network(), num_classes=10, adaptation=[])
+        AdaptThenComposeStrategy(network=seeded_resnet(), num_classes=10, adaptation=[])
 
 
 def test_the_statistics_belong_to_the_given_network():
-    net = network()
+    net = seeded_resnet()
     learner = AdaptThenComposeStrategy(network=net, num_classes=10, evaluator=quiet_evaluator())
     assert learner.base_network() is net and learner.model.features is not net
