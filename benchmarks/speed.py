@@ -28,6 +28,7 @@ Speed targets are checked by reading this table, never by timed tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import statistics
 import time
@@ -41,7 +42,7 @@ from torch import nn
 from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head
 
 __all__ = [
-    "TASK_COUNTS", "NetworkSpec", "NETWORKS", "interleaved_medians", "training_memory", "time_network",
+    "TASK_COUNTS", "NetworkSpec", "NETWORKS", "PRESETS", "interleaved_medians", "training_memory", "time_network",
     "format_training_table", "format_inference_table", "time_continual_run", "main",
 ]
 
@@ -93,8 +94,25 @@ NETWORKS: Dict[str, NetworkSpec] = {
         NetworkSpec("efficientnet_lite0", 32, 32, _timm("tf_efficientnet_lite0")),
         NetworkSpec("mobilenet_v2", 32, 32, _torchvision("mobilenet_v2")),
         NetworkSpec("vit_tiny", 64, 16, _timm("vit_tiny_patch16_224", img_size=64)),
+        # at their real resolutions (ImageNet-style inputs)
+        NetworkSpec("resnet18@112", 112, 16, _torchvision("resnet18")),
+        NetworkSpec("resnet18@32", 32, 32, _torchvision("resnet18")),
+        NetworkSpec("mobilenet_v2@112", 112, 16, _torchvision("mobilenet_v2")),
+        NetworkSpec("mobilenet_v2@224", 224, 8, _torchvision("mobilenet_v2")),
+        NetworkSpec("efficientnet_lite0@112", 112, 16, _timm("tf_efficientnet_lite0")),
+        NetworkSpec("efficientnet_lite0@224", 224, 8, _timm("tf_efficientnet_lite0")),
+        NetworkSpec("vit_small@224", 224, 8, _timm("vit_small_patch16_224")),
     )
 }
+"""Networks by name; ``name@size`` is the same network at another input size."""
+
+PRESETS: Dict[str, Sequence[str]] = {
+    "small": ("resnet18", "resnet50", "efficientnet_lite0", "mobilenet_v2", "vit_tiny"),
+    "large": ("resnet18@112", "mobilenet_v2@112", "mobilenet_v2@224", "efficientnet_lite0@112",
+              "efficientnet_lite0@224", "vit_small@224"),
+}
+"""``--networks`` shorthands: ``small`` (inputs of 32-64 px, the default), ``large``
+(112-224 px), ``all``."""
 
 
 # --------------------------------------------------------------------------------------
@@ -129,15 +147,19 @@ def _bytes(tensors) -> int:
 
 
 def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor], frozen: Sequence[torch.Tensor],
-                    optimizer_slots: int, device: torch.device) -> int:
+                    optimizer_slots: int, device: torch.device, *, parts: bool = False):
     """Bytes of one training step: on CUDA the allocator's peak; on CPU the parameters,
     the gradients and optimizer state of the trainable ones, and every other storage
-    autograd saves for the backward (each once; a saved weight is the parameter itself)."""
+    autograd saves for the backward (each once; a saved weight is the parameter itself).
+
+    ``parts=True`` (CPU): a dict of ``weights`` (parameters), ``state`` (gradients and
+    optimizer state) and ``activations`` (the saved storages) instead of their sum."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
         step()
-        return torch.cuda.max_memory_allocated(device)
+        peak = torch.cuda.max_memory_allocated(device)
+        return {"weights": 0, "state": 0, "activations": peak} if parts else peak
     saved: Dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -148,8 +170,12 @@ def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor],
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         step()
     params = {t.untyped_storage().data_ptr(): t for t in list(trainable) + list(frozen)}
-    activations = sum(nbytes for ptr, nbytes in saved.items() if ptr not in params)  # weights are counted once
-    return _bytes(params.values()) + (1 + optimizer_slots) * _bytes(trainable) + activations
+    counted = {
+        "weights": _bytes(params.values()),
+        "state": (1 + optimizer_slots) * _bytes(trainable),
+        "activations": sum(nbytes for ptr, nbytes in saved.items() if ptr not in params),  # weights counted once
+    }
+    return counted if parts else sum(counted.values())
 
 
 # --------------------------------------------------------------------------------------
@@ -157,9 +183,38 @@ def training_memory(step: Callable[[], None], trainable: Sequence[torch.Tensor],
 # --------------------------------------------------------------------------------------
 
 
+def _autocast(device: torch.device, dtype: Optional[torch.dtype]):
+    """``torch.autocast`` to ``dtype`` on ``device``'s type, or nothing (None)."""
+    return torch.autocast(device.type, dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def _make_optimizer(name: str, params) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    raise ValueError(f"unknown optimizer {name!r}: adam or sgd")
+
+
+def _failing(fn: Callable[[], None]) -> Optional[str]:
+    """None when ``fn`` runs, else the first line of its error (a path that cannot run
+    is reported in the table, not allowed to stop the other measurements)."""
+    try:
+        fn()
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
+    return None
+
+
 def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemble_rounds: int,
-                 channels_last: bool, task_counts: Sequence[int] = TASK_COUNTS, num_classes: int = 30) -> Dict:
-    """Training-step, inference and memory numbers of one network (see the module doc)."""
+                 channels_last: bool, task_counts: Sequence[int] = TASK_COUNTS, num_classes: int = 30,
+                 plain_optimizer: str = "adam", amp_dtype: Optional[torch.dtype] = None) -> Dict:
+    """Training-step, inference and memory numbers of one network (see the module doc).
+
+    ``plain_optimizer``: the plain fine-tuning step's optimizer (the tangent step uses
+    Adam on δ; ``"adam"`` compares like with like, ``"sgd"`` is SGD with momentum).
+    ``amp_dtype``: run every forward (plain and tangent alike) under ``torch.autocast``
+    to that dtype; parameters, δ and optimizer state stay float32."""
     torch.manual_seed(0)
     base = spec.build()
     plain = replace_head(copy.deepcopy(base), num_classes).to(device)
@@ -173,31 +228,41 @@ def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemb
         plain.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     criterion = RescaledSquareLoss(beta=25.0)
-    plain_opt = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
+    plain_opt = _make_optimizer(plain_optimizer, plain.parameters())
 
     def plain_step() -> None:
         plain.train()
         plain_opt.zero_grad(set_to_none=True)
-        F.cross_entropy(plain(x), y).backward()
+        with _autocast(device, amp_dtype):
+            out = plain(x)
+        criterion(out.float(), y).backward()
         plain_opt.step()
 
     def tangent_step(tm: TangentModel) -> Callable[[], None]:
-        opt = torch.optim.Adam(tm.delta_parameters(), lr=1e-4)
+        opt = _make_optimizer("adam", tm.delta_parameters())
 
         def step() -> None:
             opt.zero_grad(set_to_none=True)
-            criterion(tm(x), y).backward()
+            with _autocast(device, amp_dtype):
+                out = tm(x)
+            criterion(out.float(), y).backward()
             opt.step()
 
         return step
 
-    train = interleaved_medians(
-        {"plain": plain_step, "generic": tangent_step(generic), "fast": tangent_step(fast)}, rounds, device
-    )
+    failed = {}
+    train_fns = {"plain": plain_step, "generic": tangent_step(generic), "fast": tangent_step(fast)}
+    for name, fn in list(train_fns.items()):
+        error = _failing(fn)
+        if error is not None:
+            failed[name] = error
+            del train_fns[name]
+    train = interleaved_medians(train_fns, rounds, device)
+    plain_optimizer_slots = 2 if plain_optimizer == "adam" else 1
     memory = {
-        "plain": training_memory(plain_step, list(plain.parameters()), [], 1, device),
+        "plain": training_memory(plain_step, list(plain.parameters()), [], plain_optimizer_slots, device, parts=True),
         "tangent": training_memory(
-            tangent_step(fast), list(fast.delta_parameters()), list(fast.model.parameters()), 2, device
+            tangent_step(fast), list(fast.delta_parameters()), list(fast.model.parameters()), 2, device, parts=True
         ),
     }
 
@@ -211,18 +276,22 @@ def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemb
 
     @torch.inference_mode()
     def plain_forward() -> None:
-        plain(x)
+        with _autocast(device, amp_dtype):
+            plain(x)
 
     def tmc_forward(t: int, tm: TangentModel) -> Callable[[], None]:
         composed = {n: sum(c[n] for c in components[:t]) / t for n in components[0]}
 
         @torch.inference_mode()
         def run() -> None:
-            tm.forward_with(x, composed)
+            with _autocast(device, amp_dtype):
+                tm.forward_with(x, composed)
 
         return run
 
-    inference_fns: Dict[str, Callable[[], None]] = {"plain": plain_forward, "tmc-generic T=1": tmc_forward(1, generic)}
+    inference_fns: Dict[str, Callable[[], None]] = {"plain": plain_forward}
+    if "generic" not in failed:
+        inference_fns["tmc-generic T=1"] = tmc_forward(1, generic)
     for t in task_counts:
         inference_fns[f"tmc T={t}"] = tmc_forward(t, fast)
     inference = interleaved_medians(inference_fns, rounds, device)
@@ -230,14 +299,16 @@ def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemb
     def tme_forward(t: int) -> Callable[[], None]:
         @torch.inference_mode()
         def run() -> None:
-            log_softmax_ensemble([fast.forward_with(x, c) for c in components[:t]], [1.0] * t)
+            with _autocast(device, amp_dtype):
+                log_softmax_ensemble([fast.forward_with(x, c).float() for c in components[:t]], [1.0] * t)
 
         return run
 
     def ens_forward(t: int) -> Callable[[], None]:
         @torch.inference_mode()
         def run() -> None:
-            log_softmax_ensemble([plain(x) for _ in range(t)], [1.0] * t)
+            with _autocast(device, amp_dtype):
+                log_softmax_ensemble([plain(x).float() for _ in range(t)], [1.0] * t)
 
         return run
 
@@ -245,46 +316,57 @@ def time_network(spec: NetworkSpec, *, device: torch.device, rounds: int, ensemb
     for t in task_counts:
         ensembles[f"tme T={t}"] = tme_forward(t)
         ensembles[f"ens-sm T={t}"] = ens_forward(t)
-    inference.update(interleaved_medians(ensembles, ensemble_rounds, device))
-    return {"spec": spec, "train": train, "inference": inference, "memory": memory,
+    if ensemble_rounds > 0:
+        inference.update(interleaved_medians(ensembles, ensemble_rounds, device))
+    return {"spec": spec, "train": train, "inference": inference, "memory": memory, "failed": failed,
             "fallbacks": list(fast._plan.fallback_ops) if fast._plan else ["(generic path)"]}
 
 
-def _cell(value: float, ref: float) -> str:
-    return f"{value * 1e3:.0f} ms ({value / ref:.2f}x)"
+def _cell(value: Optional[float], ref: float) -> str:
+    return "–" if value is None else f"{value * 1e3:.0f} ms ({value / ref:.2f}x)"
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 2**20:.0f} MB"
 
 
 def format_training_table(results: Sequence[Dict]) -> str:
-    """Markdown: training step (ms and multiple of plain) and its memory, per network."""
+    """Markdown: training step (ms and multiple of plain) and its memory (total, and the
+    activations autograd saves), per network; a path that failed shows its error."""
     lines = [
         "| network (input, batch) | plain step | tangent step, generic | tangent step, fast "
-        "| memory plain | memory tangent |",
-        "|---|---|---|---|---|---|",
+        "| memory plain | memory tangent | saved activations plain / tangent |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        spec, train, mem = r["spec"], r["train"], r["memory"]
+        spec, train, mem, failed = r["spec"], r["train"], r["memory"], r.get("failed", {})
+        if "plain" in failed:
+            lines.append(f"| {spec.name} ({spec.image_size}px, {spec.batch}) | failed: {failed['plain']} |" + " |" * 5)
+            continue
         p_step = train["plain"]
+        cells = [failed[k] if k in failed else _cell(train.get(k), p_step) for k in ("generic", "fast")]
+        plain_total, tangent_total = sum(mem["plain"].values()), sum(mem["tangent"].values())
         lines.append(
-            f"| {spec.name} ({spec.image_size}px, {spec.batch}) | {p_step * 1e3:.0f} ms | "
-            f"{_cell(train['generic'], p_step)} | {_cell(train['fast'], p_step)} | {mem['plain'] / 2**20:.0f} MB | "
-            f"{mem['tangent'] / 2**20:.0f} MB ({mem['tangent'] / mem['plain']:.2f}x) |"
+            f"| {spec.name} ({spec.image_size}px, {spec.batch}) | {p_step * 1e3:.0f} ms | {cells[0]} | {cells[1]} | "
+            f"{_megabytes(plain_total)} | {_megabytes(tangent_total)} ({tangent_total / plain_total:.2f}x) | "
+            f"{_megabytes(mem['plain']['activations'])} / {_megabytes(mem['tangent']['activations'])} |"
         )
     return "\n".join(lines)
 
 
 def format_inference_table(results: Sequence[Dict], task_counts: Sequence[int] = TASK_COUNTS) -> str:
     """Markdown: inference per batch (ms and multiple of a plain forward) for TMC (one
-    composed model), TME and Ens-SM at each number of tasks T."""
+    composed model), TME and Ens-SM at each number of tasks T (– where not measured)."""
     head = ["network", "method"] + [f"T={t}" for t in task_counts]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         spec, inf = r["spec"], r["inference"]
         p_fwd = inf["plain"]
         label = f"{spec.name} (plain forward {p_fwd * 1e3:.1f} ms)"
-        generic = _cell(inf["tmc-generic T=1"], p_fwd)
+        generic = _cell(inf.get("tmc-generic T=1"), p_fwd)
         lines.append(f"| {label} | TMC, generic path | {generic} |" + " |" * (len(task_counts) - 1))
         for method, key in (("TMC, fast path", "tmc"), ("TME", "tme"), ("Ens-SM", "ens-sm")):
-            cells = [_cell(inf[f"{key} T={t}"], p_fwd) for t in task_counts]
+            cells = [_cell(inf.get(f"{key} T={t}"), p_fwd) for t in task_counts]
             lines.append(f"| | {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -328,13 +410,37 @@ def time_continual_run(*, device: torch.device, epochs: int, batch: int, methods
     return seconds
 
 
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _network_names(text: str) -> List[str]:
+    names: List[str] = []
+    for item in text.split(","):
+        if item == "all":
+            names.extend(NETWORKS)
+        else:
+            names.extend(PRESETS.get(item, (item,)))
+    return list(dict.fromkeys(names))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--networks", default=",".join(NETWORKS), help=f"comma-separated, from {', '.join(NETWORKS)}")
+    parser.add_argument("--networks", default="small",
+                        help=f"comma-separated names or presets ({', '.join(PRESETS)}, all); names: "
+                             f"{', '.join(NETWORKS)}")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds for steps and TMC inference")
-    parser.add_argument("--ensemble-rounds", type=int, default=3, help="rounds for TME / Ens-SM (they take T forwards)")
+    parser.add_argument("--ensemble-rounds", type=int, default=3,
+                        help="rounds for TME / Ens-SM (they take T forwards); 0 skips them")
+    parser.add_argument("--task-counts", default=",".join(map(str, TASK_COUNTS)),
+                        help="numbers of tasks T for the inference table")
+    parser.add_argument("--plain-optimizer", choices=("adam", "sgd"), default="adam",
+                        help="optimizer of the plain fine-tuning step (the tangent step uses Adam on δ): adam "
+                             "compares like with like")
+    parser.add_argument("--amp", nargs="?", const="bf16", choices=tuple(AMP_DTYPES),
+                        help="run every forward under torch.autocast to this dtype (bf16 when given alone; "
+                             "fp16 on CUDA): plain and tangent alike, weights, δ and optimizer state float32")
     parser.add_argument("--no-channels-last", action="store_true",
                         help="time in the default (NCHW) layout; channels-last is used for plain and tangent "
                              "alike otherwise")
@@ -342,24 +448,37 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--run-epochs", type=int, default=1)
     parser.add_argument("--run-methods", default="tmc,naive,er,der")
     args = parser.parse_args(argv)
-    unknown = [n for n in args.networks.split(",") if n not in NETWORKS]
+    names = _network_names(args.networks)
+    unknown = [n for n in names if n not in NETWORKS]
     if unknown:
-        parser.error(f"unknown network(s) {unknown}; choose from {', '.join(NETWORKS)}")
-    if args.rounds < 1 or args.ensemble_rounds < 1:
-        parser.error("--rounds and --ensemble-rounds must be at least 1")
+        parser.error(f"unknown network(s) {unknown}; choose from {', '.join(NETWORKS)} or a preset "
+                     f"({', '.join(PRESETS)}, all)")
+    if args.rounds < 1 or args.ensemble_rounds < 0:
+        parser.error("--rounds must be at least 1 and --ensemble-rounds at least 0")
+    try:
+        task_counts = tuple(int(t) for t in args.task_counts.split(","))
+    except ValueError:
+        parser.error(f"--task-counts takes positive integers separated by commas, got {args.task_counts!r}")
+    if not task_counts or min(task_counts) < 1:
+        parser.error("--task-counts takes positive integers")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but torch.cuda.is_available() is False")
+    amp_dtype = AMP_DTYPES[args.amp] if args.amp else None
+    if amp_dtype is torch.float16 and device.type == "cpu":
+        parser.error("--amp fp16 is for CUDA; on CPU use --amp bf16")
     torch.set_num_threads(args.threads)
     channels_last = not args.no_channels_last
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"layout {'channels-last' if channels_last else 'NCHW'}, rounds {args.rounds} "
-          f"(ensembles {args.ensemble_rounds})")
+          f"(ensembles {args.ensemble_rounds}), plain optimizer {args.plain_optimizer}, "
+          f"precision {args.amp + ' autocast' if args.amp else 'float32'}")
     results = []
-    for name in args.networks.split(","):
+    for name in names:
         started = time.perf_counter()
         result = time_network(NETWORKS[name], device=device, rounds=args.rounds,
-                              ensemble_rounds=args.ensemble_rounds, channels_last=channels_last)
+                              ensemble_rounds=args.ensemble_rounds, channels_last=channels_last,
+                              task_counts=task_counts, plain_optimizer=args.plain_optimizer, amp_dtype=amp_dtype)
         results.append(result)
         print(f"  {name}: {time.perf_counter() - started:.0f} s; operations on the jvp fallback: "
               f"{result['fallbacks'] or 'none'}", flush=True)
@@ -368,7 +487,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(format_training_table(results))
     print()
     print("Inference per batch (multiple of a plain forward):")
-    print(format_inference_table(results))
+    print(format_inference_table(results, task_counts))
     if args.run:
         seconds = time_continual_run(device=device, epochs=args.run_epochs, batch=32,
                                      methods=args.run_methods.split(","))
