@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -444,6 +445,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--no-channels-last", action="store_true",
                         help="time in the default (NCHW) layout; channels-last is used for plain and tangent "
                              "alike otherwise")
+    parser.add_argument("--save", metavar="FILE.md",
+                        help="also write the tables to this Markdown file, headed by the command, the commit "
+                             "and the machine (the record docs/speed.md points to)")
     parser.add_argument("--run", action="store_true", help="also time a whole small class-incremental run")
     parser.add_argument("--run-epochs", type=int, default=1)
     parser.add_argument("--run-methods", default="tmc,naive,er,der")
@@ -469,7 +473,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         parser.error("--amp fp16 is for CUDA; on CPU use --amp bf16")
     torch.set_num_threads(args.threads)
     channels_last = not args.no_channels_last
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+    lines: List[str] = []
+
+    def emit(text: str = "", flush: bool = False) -> None:
+        print(text, flush=flush)
+        lines.append(text)
+
+    emit(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"layout {'channels-last' if channels_last else 'NCHW'}, rounds {args.rounds} "
           f"(ensembles {args.ensemble_rounds}), plain optimizer {args.plain_optimizer}, "
           f"precision {args.amp + ' autocast' if args.amp else 'float32'}")
@@ -480,25 +490,53 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                               ensemble_rounds=args.ensemble_rounds, channels_last=channels_last,
                               task_counts=task_counts, plain_optimizer=args.plain_optimizer, amp_dtype=amp_dtype)
         results.append(result)
-        print(f"  {name}: {time.perf_counter() - started:.0f} s; operations on the jvp fallback: "
+        emit(f"  {name}: {time.perf_counter() - started:.0f} s; operations on the jvp fallback: "
               f"{result['fallbacks'] or 'none'}", flush=True)
-    print()
-    print("Training step (multiple of a plain fine-tuning step) and its memory:")
-    print(format_training_table(results))
-    print()
-    print("Inference per batch (multiple of a plain forward):")
-    print(format_inference_table(results, task_counts))
+    emit()
+    emit("Training step (multiple of a plain fine-tuning step) and its memory:")
+    emit(format_training_table(results))
+    emit()
+    emit("Inference per batch (multiple of a plain forward):")
+    emit(format_inference_table(results, task_counts))
     if args.run:
         seconds = time_continual_run(device=device, epochs=args.run_epochs, batch=32,
                                      methods=args.run_methods.split(","))
-        print()
-        print(f"Whole class-incremental run (digits 32 px, 5 experiences, EfficientNet-Lite0, "
+        emit()
+        emit(f"Whole class-incremental run (digits 32 px, 5 experiences, EfficientNet-Lite0, "
               f"{args.run_epochs} epoch(s), batch 32):")
-        print("| method | wall time | vs Naive |")
-        print("|---|---|---|")
+        emit("| method | wall time | vs Naive |")
+        emit("|---|---|---|")
         for method, s in seconds.items():
             ratio = f"{s / seconds['naive']:.2f}x" if "naive" in seconds else "–"
-            print(f"| {method} | {s:.1f} s | {ratio} |")
+            emit(f"| {method} | {s:.1f} s | {ratio} |")
+    if args.save:
+        _save(args.save, argv, lines)
+
+
+def _save(path: str, argv: Optional[Sequence[str]], lines: Sequence[str]) -> None:
+    """The tables, headed by how to make them again and where they were made."""
+    import platform
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        commit += " (with uncommitted changes)" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown (not a git checkout)"
+    header = [
+        f"<!-- written by: python -m benchmarks.speed {' '.join(arguments)} -->",
+        f"Made by `python -m benchmarks.speed {' '.join(arguments)}` at commit {commit}, on "
+        f"{platform.machine()} ({os.cpu_count()} logical CPUs visible), Python {platform.python_version()}.",
+        "",
+    ]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("\n".join(header + list(lines)) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
