@@ -2,7 +2,8 @@
 the small benchmark and TMC strategy of the reliability tests (also run by
 ``tests/avalanche_tmc/checkpoint_job.py`` in its own process)."""
 
-from typing import Tuple
+import os
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -173,3 +174,73 @@ def seeded_resnet(seed: int = 0, width: int = 8, num_classes: int = 10) -> "Tiny
     """A :class:`TinyResNet` initialised from ``seed``."""
     torch.manual_seed(seed)
     return TinyResNet(width=width, num_classes=num_classes)
+
+
+# ---------------------------------------------------------------------------- the device the tests run on
+
+DEVICE_VARIABLE = "AVALANCHE_TMC_TEST_DEVICE"
+BACKEND_VARIABLE = "AVALANCHE_TMC_TEST_DIST_BACKEND"
+WORKERS = 2  # processes of the two-process torch.distributed tests
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device named by ``--device`` / ``$AVALANCHE_TMC_TEST_DEVICE``: ``cpu``, ``cuda`` or
+    ``cuda:N``; ``ValueError`` saying why for anything else, or CUDA this machine lacks."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{name!r} is not a torch device ({error}); use cpu, cuda or cuda:N.") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"the tests run on cpu or cuda (cuda:N), not {device.type!r}"
+                         + (": a meta tensor holds no values to compare." if device.type == "meta" else "."))
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name!r} was asked for, but CUDA is not available here (torch {torch.__version__}, "
+                             f"CUDA build {torch.version.cuda}); run on a GPU machine with a CUDA build of torch, or "
+                             "use --device cpu.")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"{name!r} was asked for, but this machine has {torch.cuda.device_count()} CUDA "
+                             "device(s).")
+    return device
+
+
+def resolve_backend(name: Optional[str], device: torch.device) -> str:
+    """The ``torch.distributed`` backend of the two-process tests: ``name`` when given
+    (``--dist-backend`` / ``$AVALANCHE_TMC_TEST_DIST_BACKEND``), else gloo on CPU and NCCL on
+    CUDA when there is a GPU per process (NCCL refuses two ranks on one GPU; on one GPU the
+    processes train on CUDA and communicate through gloo). ``ValueError`` for NCCL without them."""
+    if name is None:
+        return "nccl" if device.type == "cuda" and torch.cuda.device_count() >= WORKERS else "gloo"
+    if name not in ("gloo", "nccl"):
+        raise ValueError(f"the distributed backend is gloo or nccl, not {name!r}.")
+    if name == "nccl" and (device.type != "cuda" or torch.cuda.device_count() < WORKERS):
+        raise ValueError(f"NCCL takes CUDA tensors only and one GPU per process: it needs --device cuda and "
+                         f"{WORKERS} GPUs (this run: device {device}, "
+                         f"{torch.cuda.device_count() if torch.cuda.is_available() else 0} GPU(s)).")
+    return name
+
+
+def prepare_device(device: torch.device) -> None:
+    """On CUDA, float32 matmuls and convolutions in full precision (no TF32: the tolerances
+    are float32's) and deterministic kernels (the tests compare runs bit for bit); on the
+    CPU nothing changes. Call it before any CUDA work (the cuBLAS setting is read then)."""
+    if device.type != "cuda":
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def to_device(tensors, device):
+    """A mapping of tensors (or one tensor) on ``device``."""
+    if isinstance(tensors, torch.Tensor):
+        return tensors.to(device)
+    return type(tensors)((name, t.to(device)) for name, t in tensors.items())
+
+
+def to_cpu(tensors):
+    """A mapping of tensors (or one tensor) on the CPU, to compare with CPU references."""
+    return to_device(tensors, "cpu")
