@@ -33,6 +33,14 @@ rendezvous)::
 Without torchrun (no ``RANK``/``WORLD_SIZE`` in the environment) the same calls train the
 experiences one after the other in this process.
 
+Devices: every tensor sent through a collective lives on the communication device (with
+NCCL the process's current CUDA device, which :func:`init_parallel` sets from
+``LOCAL_RANK``; with gloo the CPU), and what comes back lives on the strategy's ``device``.
+With NCCL each process needs a GPU of its own, set as its current device: a process whose
+strategy trains on another CUDA device than its current one, or two processes of one
+machine on the same GPU, are refused (:class:`ParallelSetupError`) before anything is
+exchanged over NCCL.
+
 Seeds: for the parallel run to equal a sequential one, each component must be a function
 of its own data and seed. ``seed=s`` calls ``torch.manual_seed(s + experience id)`` before
 each experience, in the parallel and the sequential case alike (``train_parallel`` on one
@@ -62,6 +70,7 @@ and analytic strategies therefore never shard an experience's data over the proc
 import json
 import os
 import re
+import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -74,7 +83,7 @@ from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
 from .composition.additive import AdditiveComposition
-from .composition.learner import ComposableLearner
+from .composition.learner import ComposableLearner, learner_device
 from .training.forgetting import dependent_plugin_names
 from .training.mixins import check_new_experience_ids
 
@@ -237,6 +246,10 @@ class _Learner:
         """The composition (learned so far; during the local training: this process's)."""
         return self.strategy.learned()
 
+    def device(self) -> torch.device:
+        """Where what comes back from the other processes goes: the strategy's device."""
+        return learner_device(self.strategy)
+
     def set_aside(self) -> None:
         self.saved = self.strategy.replace_learned(self.local().empty_like())
 
@@ -285,9 +298,51 @@ def _unflatten(flat: Tensor, layout: _Layout, device: torch.device) -> "OrderedD
 
 
 def _comm_device() -> torch.device:
+    """Where the tensors of a collective live: the current CUDA device with NCCL (it takes
+    CUDA tensors only), the CPU otherwise."""
     if dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def _cuda_identity() -> Dict[str, Any]:
+    """This process's machine and current CUDA device (its UUID where torch reports one)."""
+    index = torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    return dict(host=socket.gethostname(), current=index, gpu=str(uuid) if uuid is not None else f"cuda:{index}")
+
+
+def _device_problems(entries: Sequence[Dict[str, Any]]) -> List[str]:
+    """What keeps the processes of an NCCL job from exchanging tensors, from each rank's
+    ``dict(rank, host, current, gpu, device)`` (its current CUDA device's index and
+    identity, its strategy's device): a strategy on another CUDA device than the current
+    one (NCCL communicates through the current device), two ranks of one machine on one
+    GPU (NCCL refuses it). Empty when there is nothing wrong."""
+    problems = []
+    for e in entries:
+        device = torch.device(e["device"])
+        if device.type == "cuda" and device.index is not None and device.index != e["current"]:
+            problems.append(f"rank {e['rank']} trains on {device} but its current CUDA device is cuda:{e['current']}")
+    shared: Dict[Tuple[str, str], List[int]] = {}
+    for e in entries:
+        shared.setdefault((e["host"], e["gpu"]), []).append(e["rank"])
+    problems += [f"ranks {ranks} share GPU {gpu} on {host}" for (host, gpu), ranks in shared.items() if len(ranks) > 1]
+    return problems
+
+
+def _check_devices(control: Optional["dist.ProcessGroup"], rank: int, world: int, device: torch.device) -> None:
+    """With NCCL, every rank's current CUDA device checked (over the gloo group: nothing
+    goes through NCCL before it): every rank raises the same :class:`ParallelSetupError`."""
+    if dist.get_backend() != "nccl":
+        return
+    entries: List[Any] = [None] * world
+    dist.all_gather_object(entries, dict(rank=rank, device=str(device), **_cuda_identity()), group=control)
+    problems = _device_problems(entries)
+    if problems:
+        raise ParallelSetupError(
+            f"NCCL needs one GPU per process, set as its current device: {'; '.join(problems)}. Call "
+            "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before building the strategy (init_parallel does "
+            "it) and build it with device='cuda'. Nothing was trained or exchanged.")
 
 
 def _describe_shares(assignment: Dict[int, List[Any]]) -> str:
@@ -334,7 +389,7 @@ def lost_ranks(text: str, rank: int, world: int) -> List[int]:
 
 
 def _gather_json(obj: Dict[str, Any]) -> List[Dict[str, Any]]:
-    payload = torch.tensor(list(json.dumps(obj, default=str).encode()), dtype=torch.uint8)
+    payload = torch.tensor(list(json.dumps(obj, default=str).encode()), dtype=torch.uint8, device=_comm_device())
     gathered = DistributedHelper.gather_all(payload)
     return [json.loads(bytes(t.to("cpu").tolist()).decode()) for t in gathered]
 
@@ -392,6 +447,7 @@ def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, s
     control = None
     if world > 1:
         control = _control_group()
+        _check_devices(control, rank, world, learner.device())
         _check_same_setup(dict(experiences=ids, sizes=[len(exp.dataset) for exp in experiences], seed=seed,
                                payload=learner.payload, settings=strategy.learned_settings()), rank)
     before = strategy.snapshot_state()
@@ -466,12 +522,13 @@ def _compose(learner: _Learner, ids: List[Any], shares: List[List[int]], control
     dtypes = {dtype for _, _, dtype in layout}
     dtype = getattr(torch, dtypes.pop()) if len(dtypes) == 1 else torch.float64
     local_sum = learner.local_sum()
-    flat = _flatten(local_sum, layout, dtype) if local_sum is not None else torch.zeros(
-        sum(int(torch.Size(shape).numel()) for _, shape, _ in layout), dtype=dtype)
-    device = next(iter(local_sum.values())).device if local_sum is not None else torch.device("cpu")
+    device = learner.device()  # where the results go
+    comm = _comm_device() if world > 1 else device  # where the collectives' tensors live
+    numel = sum(int(torch.Size(shape).numel()) for _, shape, _ in layout)
+    flat = _flatten(local_sum, layout, dtype).to(comm) if local_sum is not None else torch.zeros(
+        numel, dtype=dtype, device=comm)
     start = time.perf_counter()
     if world > 1:
-        flat = flat.to(_comm_device())
         dist.all_reduce(flat)
     total = _unflatten(flat, layout, device)
     report.bytes_reduced = flat.numel() * flat.element_size()
@@ -481,9 +538,9 @@ def _compose(learner: _Learner, ids: List[Any], shares: List[List[int]], control
         owner = {ids[i]: r for r, share in enumerate(shares) for i in share}
         for key in order:
             if owner[key] == rank:
-                tensor = _flatten(local.components[key], layout, dtype)
+                tensor = _flatten(local.components[key], layout, dtype).to(comm)
             else:
-                tensor = torch.empty(flat.numel(), dtype=dtype)
+                tensor = torch.empty(numel, dtype=dtype, device=comm)
             if world > 1:
                 tensor = DistributedHelper.broadcast(tensor, src=owner[key])
                 report.bytes_broadcast += tensor.numel() * tensor.element_size()

@@ -9,7 +9,13 @@ import torch
 
 from .additive import AdditiveComposition
 
-__all__ = ["ComposableLearner"]
+__all__ = ["ComposableLearner", "learner_device"]
+
+
+def learner_device(strategy: Any) -> torch.device:
+    """Where a strategy's learned tensors live, and where tensors brought in from elsewhere
+    (another process, a file) are put: its ``device`` (an Avalanche strategy's), else the CPU."""
+    return torch.device(getattr(strategy, "device", None) or "cpu")
 
 
 class ComposableLearner:

@@ -1,6 +1,7 @@
-"""Parallel training on torch.distributed: 2 gloo processes started by torchrun against the
+"""Parallel training on torch.distributed: 2 processes started by torchrun against the
 sequential run (same seeds), an injected failure and a hung rank (bounded time), and the
-single-process behaviour of the same API."""
+single-process behaviour of the same API. On the tests' ``device`` with the ``dist_backend``
+(gloo on CPU, NCCL on CUDA with a GPU per process: see tests/conftest.py)."""
 
 import json
 import os
@@ -19,7 +20,7 @@ from safetensors.torch import load_file
 
 from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy
 from avalanche_tmc.distributed import assign_experiences, init_parallel, train_parallel
-from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tensor_dataset, tmc
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, random_delta, small_benchmark, tensor_dataset, tmc
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ["-m", "tests.avalanche_tmc.parallel_job"]
@@ -32,9 +33,14 @@ def _run(args, timeout=240):
     return done, time.time() - start
 
 
-def _torchrun(out, *extra, timeout=240):
-    return _run(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *JOB, str(out), *extra],
-                timeout=timeout)
+def _on(device, backend):
+    """The job's arguments that put it on the tests' device and backend."""
+    return ["--device", str(device), "--backend", backend]
+
+
+def _torchrun(out, device, backend, *extra, timeout=240):
+    return _run(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *JOB, str(out),
+                 *_on(device, backend), *extra], timeout=timeout)
 
 
 def _result(path):
@@ -55,12 +61,12 @@ def test_assign_experiences_balances_sizes_deterministically():
         assign_experiences([1], 0)
 
 
-def test_without_a_launcher_it_trains_sequentially_seeded_by_experience():
+def test_without_a_launcher_it_trains_sequentially_seeded_by_experience(device):
     assert init_parallel() == (0, 1) and not dist.is_initialized()
     bm = small_benchmark(n_experiences=4)
-    strategy = tmc()
+    strategy = tmc(device=device)
     report = train_parallel(strategy, bm.train_stream, seed=7)
-    reference = tmc()
+    reference = tmc(device=device)
     for exp in bm.train_stream:
         torch.manual_seed(7 + exp.current_experience)
         reference.train(exp)
@@ -68,14 +74,15 @@ def test_without_a_launcher_it_trains_sequentially_seeded_by_experience():
     assert strategy.tangent_plugin.composition.keys == [0, 1, 2, 3]
     for name, value in reference.composed_delta.items():
         assert torch.equal(strategy.composed_delta[name], value)
+        assert strategy.composed_delta[name].device.type == device.type
     assert strategy.tangent_plugin.component_classes == reference.tangent_plugin.component_classes
     with pytest.raises(KeyError, match="already"):
         train_parallel(strategy, bm.train_stream[:1], seed=7)
 
 
-def test_a_failure_leaves_the_strategy_as_before(monkeypatch):
+def test_a_failure_leaves_the_strategy_as_before(monkeypatch, device):
     bm = small_benchmark(n_experiences=4)
-    strategy = tmc()
+    strategy = tmc(device=device)
     train_parallel(strategy, bm.train_stream[:1], seed=0)
     before = strategy.composed_delta
     calls = []
@@ -109,10 +116,10 @@ def test_tmc_seq_replay_and_other_strategies_are_refused():
         train_parallel(tmc(), bm.train_stream, timeout=0)
 
 
-def test_loaders_never_shard_an_experience_in_a_process_group(tmp_path):
+def test_loaders_never_shard_an_experience_in_a_process_group(tmp_path, device, dist_backend):
     """Avalanche's loaders shard an experience over the ranks once a group exists; the
     tangent strategies must not (each trains whole experiences)."""
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(dist_backend, init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         bm = small_benchmark(n_experiences=2, train=tensor_dataset(48))
         seen = []
@@ -124,7 +131,7 @@ def test_loaders_never_shard_an_experience_in_a_process_group(tmp_path):
             def before_eval_exp(self, strategy, **kwargs):
                 seen.append((strategy.dataloader.distributed_sampling, sum(len(b[1]) for b in strategy.dataloader)))
 
-        strategy = tmc(plugins=[Loaders()])
+        strategy = tmc(plugins=[Loaders()], device=device)
         strategy.train(bm.train_stream[0])
         strategy.eval(bm.test_stream[:1])
         assert seen == [(False, 24), (False, 8)]  # the whole experience, not a shard
@@ -133,22 +140,24 @@ def test_loaders_never_shard_an_experience_in_a_process_group(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, device, dist_backend):
     out = tmp_path_factory.mktemp("parallel")
-    sequential, _ = _run([*JOB, str(out / "sequential")])
+    sequential, _ = _run([*JOB, str(out / "sequential"), "--device", str(device)])
     assert sequential.returncode == 0, sequential.stderr[-3000:]
-    parallel, seconds = _torchrun(out / "parallel")
+    parallel, seconds = _torchrun(out / "parallel", device, dist_backend)
     assert parallel.returncode == 0, parallel.stderr[-3000:]
     return out
 
 
 @pytest.mark.integration
-def test_two_processes_end_with_the_sequential_composition(runs):
+def test_two_processes_end_with_the_sequential_composition(runs, device):
     sequential, seq_meta = _result(runs / "sequential" / "rank0.safetensors")
     rank0, meta0 = _result(runs / "parallel" / "rank0.safetensors")
     rank1, meta1 = _result(runs / "parallel" / "rank1.safetensors")
     assert meta0["report"]["world"] == 2 and meta0["report"]["assignment"] == {"0": [0, 2], "1": [1, 3]}
     assert seq_meta["report"]["world"] == 1
+    # every rank holds what it learned and what it received on the strategy's device
+    assert meta0["devices"] == meta1["devices"] == seq_meta["devices"] == [device.type]
     # every rank ends with the same state
     assert rank0.keys() == rank1.keys() == sequential.keys()
     assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
@@ -171,8 +180,9 @@ def test_two_processes_end_with_the_sequential_composition(runs):
 
 
 @pytest.mark.integration
-def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path):
-    done, seconds = _torchrun(tmp_path, "--fail-rank", "1", "--fail-experience", "3", "--timeout", "60")
+def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path, device, dist_backend):
+    done, seconds = _torchrun(tmp_path, device, dist_backend, "--fail-rank", "1", "--fail-experience", "3",
+                              "--timeout", "60")
     assert done.returncode != 0
     message = "rank 1 failed on experience 3 (RuntimeError: injected failure on experience 3)"
     output = done.stdout + done.stderr
@@ -182,8 +192,9 @@ def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path):
-    done, seconds = _torchrun(tmp_path, "--fail-rank", "1", "--fail-experience", "3", "--hang", "--timeout", "5")
+def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path, device, dist_backend):
+    done, seconds = _torchrun(tmp_path, device, dist_backend, "--fail-rank", "1", "--fail-experience", "3", "--hang",
+                              "--timeout", "5")
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "rank 1 (experiences [1, 3]) did not reach the composition within 5 s" in output
@@ -222,10 +233,79 @@ def test_a_survivor_names_the_lost_rank():
 
 
 @pytest.mark.integration
-def test_when_rank_0_is_lost_the_survivor_names_it(tmp_path):
+def test_when_rank_0_is_lost_the_survivor_names_it(tmp_path, device, dist_backend):
     """Issue 21: the survivor's message never named the lost rank (only rank 0 could)."""
-    done, seconds = _torchrun(tmp_path, "--fail-rank", "0", "--fail-experience", "2", "--hang", "--timeout", "5")
+    done, seconds = _torchrun(tmp_path, device, dist_backend, "--fail-rank", "0", "--fail-experience", "2", "--hang",
+                              "--timeout", "5")
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "rank 0 (experiences [0, 2]) did not reach the composition within 5 s after rank 1" in output, output[-3000:]
     assert seconds < 120
+
+
+def test_what_goes_through_a_collective_lives_on_the_communication_device(monkeypatch):
+    """Issue 23: NCCL takes CUDA tensors only, and what comes back belongs on the strategy's
+    device. Rank 1 of 2, which trained nothing, composes rank 0's two components: the
+    report payload, the zeros it adds to the sum and the buffers it receives the components
+    in are made on the communication device, and the results land on the strategy's
+    device. The ``meta`` device stands in for CUDA (a CPU tensor where a meta one belongs
+    is seen, and a meta result cannot be copied to the CPU), so no GPU is needed."""
+    import json as _json
+
+    from avalanche_tmc import distributed
+
+    meta = torch.device("meta")
+    trained = tmc()  # rank 0's components: what its status reports
+    composition = trained.learned()
+    for key in (0, 1):
+        composition.add(key, random_delta(trained.model, seed=key))
+    statuses = [dict(rank=0, failure=None, weights=[[k, w] for k, w in composition.weights.items()],
+                     checksums=[[k, c] for k, c in composition.checksums.items()],
+                     layout=distributed._layout(composition.summed())),
+                dict(rank=1, failure=None, weights=[], checksums=[], layout=None)]
+    sent = []
+
+    def gather_all(payload):
+        sent.append(("gather", payload.device))
+        return [torch.tensor(list(_json.dumps(s).encode()), dtype=torch.uint8) for s in statuses]
+
+    def all_reduce(tensor):
+        sent.append(("all_reduce", tensor.device))
+
+    def broadcast(tensor, src):
+        sent.append(("broadcast", tensor.device))
+        return tensor
+
+    monkeypatch.setattr(distributed, "_comm_device", lambda: meta)
+    monkeypatch.setattr(distributed, "_wait_for_all", lambda *args: None)
+    monkeypatch.setattr(distributed.DistributedHelper, "gather_all", gather_all)
+    monkeypatch.setattr(distributed.DistributedHelper, "broadcast", broadcast)
+    monkeypatch.setattr(distributed.dist, "all_reduce", all_reduce)
+    learner = distributed._Learner(tmc(device=meta))
+    learner.set_aside()
+    shares = [[0, 1], []]
+    report = distributed.ParallelReport(rank=1, world_size=2, assignment={0: [0, 1], 1: []}, experiences=[0, 1])
+    weights, total, components, checksums = distributed._compose(learner, [0, 1], shares, None, report.assignment,
+                                                                 (None, None), report, timeout=5)
+    assert sent == [("gather", meta), ("all_reduce", meta), ("broadcast", meta), ("broadcast", meta)]
+    assert weights == composition.weights and checksums == composition.checksums
+    assert total.keys() == composition.summed().keys() and list(components) == [0, 1]
+    received = [*total.values(), *(t for c in components.values() for t in c.values())]
+    assert all(t.device == meta for t in received)
+    assert [t.dtype for t in total.values()] == [t.dtype for t in composition.summed().values()]
+
+
+def test_an_nccl_job_whose_processes_share_a_gpu_or_train_off_their_current_device_is_refused():
+    """Issue 23: NCCL communicates through each process's current CUDA device and refuses two
+    ranks on one GPU; what the ranks report is checked before anything goes through NCCL."""
+    from avalanche_tmc.distributed import _device_problems
+
+    def rank(r, host="a", current=0, gpu="GPU-0", device="cuda"):
+        return dict(rank=r, host=host, current=current, gpu=gpu, device=device)
+
+    assert _device_problems([rank(0), rank(1, current=1, gpu="GPU-1")]) == []
+    assert _device_problems([rank(0), rank(1, host="b")]) == []  # the same index on two machines
+    assert _device_problems([rank(0, device="cpu"), rank(1, current=1, gpu="GPU-1", device="cuda:1")]) == []
+    assert _device_problems([rank(0), rank(1)]) == ["ranks [0, 1] share GPU GPU-0 on a"]
+    assert _device_problems([rank(0, device="cuda:0"), rank(1, current=0, gpu="GPU-1", device="cuda:1")]) == [
+        "rank 1 trains on cuda:1 but its current CUDA device is cuda:0"]
