@@ -121,14 +121,16 @@ class AnalyticClassifier(nn.Module):
         return phi
 
     def fit(self, stats: HeadStats, ridge_lambda: Optional[float] = None) -> None:
-        """Solve the head from (summed) statistics."""
+        """Solve the head from (summed) statistics, wherever they live (e.g. read from a
+        file); the head lands on this module's device."""
+        device = self.weight.device  # a buffer: it follows the module's .to()
         if self.head == "ridge":
             weight, self.ridge_lambda = ridge_head(stats, ridge_lambda)
-            self.weight = weight.to(torch.float32)
+            self.weight = weight.to(device=device, dtype=torch.float32)
         else:
             means = class_means(stats)
             means[stats["class_count"] == 0] = float("nan")  # never seen: never predicted
-            self.means = means.to(torch.float32)
+            self.means = means.to(device=device, dtype=torch.float32)
 
     def scores(self, phi: Tensor) -> Tensor:
         """Class scores of embedded features."""
