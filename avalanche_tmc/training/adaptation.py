@@ -159,6 +159,7 @@ def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
     :param network: a classifier whose output width is the number of classes of ``data``
         (copied, never modified).
     :param data: ``(x, y, ...)`` samples (an Avalanche experience's dataset works).
+    :param device: where it trains; the features are returned there (also when nothing trains).
     Deterministic for ``adaptation.seed``.
     """
     head = find_head(network)
@@ -169,7 +170,8 @@ def adapt_features(network: nn.Module, data: Dataset, adaptation: Adaptation,
         return _tangent_features(network, data, adaptation, head, device)
     if adaptation.how == "fine-tune":
         network = fine_tune(network, data, adaptation, device)
-    return penultimate(network, head) if adaptation.layer is None else LayerFeatures(network, adaptation.layer)
+    features = penultimate(network, head) if adaptation.layer is None else LayerFeatures(network, adaptation.layer)
+    return features.to(device)  # a copy: the given network stays where it is
 
 
 def _tangent_features(network: nn.Module, data: Dataset, adaptation: Adaptation, head: str,
@@ -217,13 +219,14 @@ def _targets(data: Dataset) -> Tensor:
 @torch.no_grad()
 def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, num_classes: int,
                                batch_size: int = 256, projection_dim: Optional[int] = None,
-                               seed: int = 0) -> float:
+                               seed: int = 0, device: str = "cpu") -> float:
     """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ), through
-    the head's seeded random projection when ``projection_dim`` is given."""
-    head = AnalyticClassifier(features, num_classes, projection_dim=projection_dim, seed=seed)
+    the head's seeded random projection when ``projection_dim`` is given, on ``device``."""
+    head = AnalyticClassifier(features, num_classes, projection_dim=projection_dim, seed=seed).to(device)
 
     def embed(data):
-        phis, ys = zip(*((head.embed(x), y) for x, y in _batches(data, batch_size, 0, shuffle=False)))
+        phis, ys = zip(*((head.embed(x.to(device)), y.to(device))
+                         for x, y in _batches(data, batch_size, 0, shuffle=False)))
         return torch.cat(phis), torch.cat(ys)
 
     phi, y = embed(fit)
@@ -266,7 +269,7 @@ def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Ad
             else:
                 features = adapt_features(network, fit, seeded, device)
             score = _ridge_validation_accuracy(features, fit, val, num_classes, projection_dim=projection_dim,
-                                               seed=seed)
+                                               seed=seed, device=device)
         except DivergenceError:
             score = 0.0
         scores.append((candidate, score))
