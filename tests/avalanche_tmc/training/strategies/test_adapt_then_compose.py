@@ -1,7 +1,7 @@
 """``AdaptThenComposeStrategy``: adapt once, then compose by statistics, checked against the
 closed-form ridge on the adapted features of every experience; forgetting is exact except
 for the experience the network was adapted on; a failed ``train()`` leaves the features
-unadapted."""
+unadapted. On the tests' ``device``."""
 
 
 import pytest
@@ -18,12 +18,13 @@ def strategy(adaptation=Adaptation(lr=0.05, epochs=2, batch_size=16), **kwargs) 
                                     evaluator=quiet_evaluator(), **kwargs)
 
 
-def features_of(model_features, experiences, dtype=torch.float64):
+def features_of(model_features, experiences, dtype=torch.float64, device="cpu"):
+    """The features (and a bias column) of ``experiences`` computed on ``device``, and their labels, on the CPU."""
     xs, ys = [], []
     for exp in experiences:
         data = exp.dataset
-        x = torch.stack([data[i][0] for i in range(len(data))])
-        xs.append(model_features(x).flatten(1).to(dtype))
+        x = torch.stack([data[i][0] for i in range(len(data))]).to(device)
+        xs.append(model_features(x).flatten(1).to(dtype).cpu())
         ys.append(torch.tensor([int(data[i][1]) for i in range(len(data))]))
     phi = torch.cat(xs)
     return torch.cat([phi, torch.ones_like(phi[:, :1])], 1), torch.cat(ys)
@@ -35,25 +36,26 @@ def closed_form_ridge(phi, y, lam):
 
 
 @pytest.mark.parametrize("how", ["fine-tune", "tangent"])
-def test_head_after_a_run_is_the_closed_form_on_all_experiences_adapted_features(digits3, how):
-    learner = strategy(Adaptation(how=how, lr=0.05 if how == "fine-tune" else 1e-2, epochs=2, batch_size=16))
+def test_head_after_a_run_is_the_closed_form_on_all_experiences_adapted_features(digits3, how, device):
+    learner = strategy(Adaptation(how=how, lr=0.05 if how == "fine-tune" else 1e-2, epochs=2, batch_size=16),
+                       device=device)
     for exp in digits3.train_stream:
         learner.train(exp)
     assert learner.adapted_on == 0 and learner.adaptation_choice.how == how
     features = learner.model.features
     if how == "tangent":
         assert isinstance(features, TangentFeatures) and any(v.abs().max() > 0 for v in features.delta.values())
-    phi, y = features_of(features, digits3.train_stream)
+    phi, y = features_of(features, digits3.train_stream, device=device)
     expected = closed_form_ridge(phi, y, learner.model.ridge_lambda)
-    torch.testing.assert_close(learner.model.weight.double(), expected, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(learner.model.weight.double().cpu(), expected, rtol=1e-3, atol=1e-4)
     # and the adapted features differ from the pre-trained ones (the adaptation did something)
-    unadapted = adapt_features(seeded_resnet(), digits3.train_stream[0].dataset, Adaptation(how="none"))
-    pretrained, _ = features_of(unadapted, digits3.train_stream[:1])
-    assert not torch.allclose(pretrained, features_of(features, digits3.train_stream[:1])[0])
+    unadapted = adapt_features(seeded_resnet(), digits3.train_stream[0].dataset, Adaptation(how="none"), device)
+    pretrained, _ = features_of(unadapted, digits3.train_stream[:1], device=device)
+    assert not torch.allclose(pretrained, features_of(features, digits3.train_stream[:1], device=device)[0])
 
 
-def test_forgetting_a_later_experience_equals_never_adding_it(digits3):
-    full, without = strategy(), strategy()
+def test_forgetting_a_later_experience_equals_never_adding_it(digits3, device):
+    full, without = strategy(device=device), strategy(device=device)
     for exp in digits3.train_stream:
         full.train(exp)
         if exp.current_experience != 1:
@@ -63,8 +65,8 @@ def test_forgetting_a_later_experience_equals_never_adding_it(digits3):
     torch.testing.assert_close(full.model.weight, without.model.weight, rtol=1e-4, atol=1e-5)
 
 
-def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits3):
-    learner = strategy()
+def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits3, device):
+    learner = strategy(device=device)
     for exp in digits3.train_stream[:2]:
         learner.train(exp)
     with pytest.raises(ValueError, match="adapted the feature network"):
@@ -74,10 +76,10 @@ def test_forgetting_the_adaptation_experience_is_refused_unless_inexact(digits3)
     assert list(learner.components) == [1]
 
 
-def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(digits3):
+def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(digits3, device):
     pretrain, _, _ = digits_splits(seed=0, pretrain_per_class=20)
     adaptation_set = TensorDataset(torch.as_tensor(pretrain[0]), torch.as_tensor(pretrain[1]))
-    full, without = strategy(adaptation_data=adaptation_set), strategy(adaptation_data=adaptation_set)
+    full, without = (strategy(adaptation_data=adaptation_set, device=device) for _ in range(2))
     for exp in digits3.train_stream:
         full.train(exp)
         if exp.current_experience != 0:
@@ -87,8 +89,8 @@ def test_with_a_separate_adaptation_set_every_experience_is_forgotten_exactly(di
     torch.testing.assert_close(full.model.weight, without.model.weight, rtol=1e-4, atol=1e-5)
 
 
-def test_a_failed_train_call_leaves_the_features_unadapted(digits3):
-    learner = strategy()
+def test_a_failed_train_call_leaves_the_features_unadapted(digits3, device):
+    learner = strategy(device=device)
     before = learner.model.features
 
     def boom(**kwargs):
@@ -103,18 +105,18 @@ def test_a_failed_train_call_leaves_the_features_unadapted(digits3):
     assert learner.adapted_on == 0
 
 
-def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_output(digits3):
-    learner = strategy(Adaptation(how="none", layer="block"))
+def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_output(digits3, device):
+    learner = strategy(Adaptation(how="none", layer="block"), device=device)
     for exp in digits3.train_stream:
         learner.train(exp)
-    net = seeded_resnet().eval()
+    net = seeded_resnet().eval().to(device)
     with torch.no_grad():
-        phi, y = features_of(lambda x: net.block(net.stem(x)).mean((2, 3)), digits3.train_stream)
+        phi, y = features_of(lambda x: net.block(net.stem(x)).mean((2, 3)), digits3.train_stream, device=device)
     expected = closed_form_ridge(phi, y, learner.model.ridge_lambda)
-    torch.testing.assert_close(learner.model.weight.double(), expected, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(learner.model.weight.double().cpu(), expected, rtol=1e-3, atol=1e-4)
 
 
-def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits3):
+def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits3, device):
     """As AnalyticHeadStrategy (tests/avalanche_tmc/training/strategies/test_analytic.py): a plugin's stop_training()
     ends the statistics pass, the forward callbacks fire once per batch, and arguments the
     strategy cannot honour are refused with what to do."""
@@ -134,7 +136,7 @@ def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits
             strategy.stop_training()
 
     stopper = StopAfterOne()
-    learner = strategy(Adaptation("none"), plugins=[stopper], train_mb_size=32)
+    learner = strategy(Adaptation("none"), plugins=[stopper], train_mb_size=32, device=device)
     learner.train(digits3.train_stream[0])
     assert stopper.iterations == stopper.forwards == 1 < len(digits3.train_stream[0].dataset) / 32
     assert float(learner.statistics.summed()["class_count"].sum()) == 32  # the one batch seen

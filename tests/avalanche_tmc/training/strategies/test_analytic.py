@@ -1,5 +1,6 @@
 """AnalyticHeadStrategy: the head after a continual run equals the closed form on the
-union of the data; forgetting equals the run without the experience; NCM by hand."""
+union of the data; forgetting equals the run without the experience; NCM by hand. On the
+tests' ``device``."""
 
 import copy
 
@@ -22,11 +23,11 @@ def setup():
     return digits_benchmark(train, test, n_experiences=3), penultimate(net)
 
 
-def strategy_for(features, **kwargs):
+def strategy_for(features, device, **kwargs):
     model = AnalyticClassifier(copy.deepcopy(features), 10, **{k: kwargs.pop(k) for k in ("head", "projection_dim")
                                                                if k in kwargs})
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True, experience=True), loggers=[])
-    return AnalyticHeadStrategy(model=model, evaluator=evaluator, **kwargs)
+    return AnalyticHeadStrategy(model=model, evaluator=evaluator, device=device, **kwargs)
 
 
 def stacked(experiences):
@@ -40,26 +41,26 @@ def stacked(experiences):
 
 
 @pytest.mark.parametrize("projection_dim", [None, 64])
-def test_continual_head_equals_ridge_on_the_union(setup, projection_dim):
+def test_continual_head_equals_ridge_on_the_union(setup, projection_dim, device):
     bm, features = setup
-    strategy = strategy_for(features, projection_dim=projection_dim, ridge_lambda=0.5)
+    strategy = strategy_for(features, device, projection_dim=projection_dim, ridge_lambda=0.5)
     for exp in bm.train_stream:
         strategy.train(exp)
     x, y = stacked(bm.train_stream)
-    phi = strategy.model.embed(x).double()
+    phi = strategy.model.embed(x.to(device)).double().cpu()
     target = F.one_hot(y, 10).double()
     expected = torch.linalg.solve(phi.T @ phi + 0.5 * torch.eye(phi.shape[1], dtype=torch.float64), phi.T @ target)
-    torch.testing.assert_close(strategy.model.weight.double(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(strategy.model.weight.double().cpu(), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_forget_equals_never_learning_and_gcv_picks_lambda(setup):
+def test_forget_equals_never_learning_and_gcv_picks_lambda(setup, device):
     bm, features = setup
-    full = strategy_for(features)
+    full = strategy_for(features, device)
     for exp in bm.train_stream:
         full.train(exp)
     assert full.model.ridge_lambda is not None and full.model.ridge_lambda > 0
     full.forget(1)
-    without = strategy_for(features)
+    without = strategy_for(features, device)
     for exp in (bm.train_stream[0], bm.train_stream[2]):
         without.train(exp)
     torch.testing.assert_close(full.model.weight, without.model.weight, rtol=1e-4, atol=1e-5)
@@ -67,18 +68,21 @@ def test_forget_equals_never_learning_and_gcv_picks_lambda(setup):
     assert full.eval(bm.test_stream)[key] == pytest.approx(without.eval(bm.test_stream)[key], abs=1e-6)
 
 
-def test_ncm_predicts_the_nearest_class_mean_by_cosine(setup):
+def test_ncm_predicts_the_nearest_class_mean_by_cosine(setup, device):
     bm, features = setup
-    strategy = strategy_for(features, head="ncm")
+    strategy = strategy_for(features, device, head="ncm")
     strategy.train(bm.train_stream[0])
+    features = copy.deepcopy(features).to(device)  # the same features, on the strategy's device
     x, y = stacked([bm.train_stream[0]])
+    x, y = x.to(device), y.to(device)
     phi = features(x).flatten(1)
     seen = sorted(bm.train_stream[0].classes_in_this_experience)
     means = torch.stack([phi[y == c].mean(0) for c in seen])
-    expected = torch.tensor(seen)[(F.normalize(phi, dim=1) @ F.normalize(means, dim=1).T).argmax(1)]
-    xt, _ = stacked([bm.test_stream[0]])
+    seen_classes = torch.tensor(seen, device=device)
+    expected = seen_classes[(F.normalize(phi, dim=1) @ F.normalize(means, dim=1).T).argmax(1)]
+    xt = stacked([bm.test_stream[0]])[0].to(device)
     phit = features(xt).flatten(1)
-    expected_test = torch.tensor(seen)[(F.normalize(phit, dim=1) @ F.normalize(means, dim=1).T).argmax(1)]
+    expected_test = seen_classes[(F.normalize(phit, dim=1) @ F.normalize(means, dim=1).T).argmax(1)]
     assert torch.equal(strategy.model(x).argmax(1), expected)
     assert torch.equal(strategy.model(xt).argmax(1), expected_test)  # unseen classes are never predicted
 
@@ -124,10 +128,10 @@ def _all_stats(strategy):
     return strategy.statistics.summed()
 
 
-def test_stop_training_ends_the_pass_and_keeps_the_batches_seen(setup):
+def test_stop_training_ends_the_pass_and_keeps_the_batches_seen(setup, device):
     bm, features = setup
     recorder = _Recorder(stop_at=2)
-    strategy = strategy_for(features, plugins=[recorder], train_mb_size=32)
+    strategy = strategy_for(features, device, plugins=[recorder], train_mb_size=32)
     strategy.train(bm.train_stream[0])
     assert recorder.iterations == 2 < len(bm.train_stream[0].dataset) / 32
     # the statistics are those of the first two batches exactly (the loader does not shuffle here: compare counts)
@@ -138,11 +142,11 @@ def test_stop_training_ends_the_pass_and_keeps_the_batches_seen(setup):
     assert recorder.iterations == 2 + -(-len(bm.train_stream[1].dataset) // 32)
 
 
-def test_forward_callbacks_fire_and_see_the_changed_input(setup):
+def test_forward_callbacks_fire_and_see_the_changed_input(setup, device):
     bm, features = setup
     plain, doubled = _Recorder(), _Recorder(scale=2.0)
-    a = strategy_for(features, plugins=[plain])
-    b = strategy_for(features, plugins=[doubled])
+    a = strategy_for(features, device, plugins=[plain])
+    b = strategy_for(features, device, plugins=[doubled])
     a.train(bm.train_stream[0])
     b.train(bm.train_stream[0])
     batches = -(-len(bm.train_stream[0].dataset) // 256)
@@ -153,21 +157,21 @@ def test_forward_callbacks_fire_and_see_the_changed_input(setup):
     assert plain.losses[0] == pytest.approx(torch.log(torch.tensor(10.0)).item(), rel=1e-5)
 
 
-def test_avalanche_keyword_arguments_are_taken_or_refused_with_what_to_do(setup):
+def test_avalanche_keyword_arguments_are_taken_or_refused_with_what_to_do(setup, device):
     bm, features = setup
-    strategy = strategy_for(features, train_epochs=1, eval_every=1)
+    strategy = strategy_for(features, device, train_epochs=1, eval_every=1)
     strategy.train(bm.train_stream[0], eval_streams=[bm.test_stream[0]])
     with pytest.raises(ValueError, match="train_epochs=1 or leave it out"):
-        strategy_for(features, train_epochs=2)
+        strategy_for(features, device, train_epochs=2)
     with pytest.raises(ValueError, match="leave optimizer out"):
-        strategy_for(features, optimizer=torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))
+        strategy_for(features, device, optimizer=torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))
     scheduler = LRSchedulerPlugin(torch.optim.lr_scheduler.StepLR(
         torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), step_size=1))
     with pytest.raises(ValueError, match="LRSchedulerPlugin has no learning rate to schedule: remove it"):
-        strategy_for(features, plugins=[scheduler])
+        strategy_for(features, device, plugins=[scheduler])
 
 
-def test_avalanche_run_strategy_and_early_stopping(setup, capsys):
+def test_avalanche_run_strategy_and_early_stopping(setup, capsys, device):
     """Avalanche's own helper (``tests.training.test_strategy_utils.run_strategy``, installed with
     avalanche-lib) and its EarlyStoppingPlugin run on the strategy."""
     import importlib.util
@@ -181,7 +185,7 @@ def test_avalanche_run_strategy_and_early_stopping(setup, capsys):
     spec.loader.exec_module(helper)
     run_strategy = helper.run_strategy
     bm, features = setup
-    strategy = strategy_for(features, plugins=[EarlyStoppingPlugin(patience=1, val_stream_name="test_stream")])
+    strategy = strategy_for(features, device, plugins=[EarlyStoppingPlugin(patience=1, val_stream_name="test_stream")])
     run_strategy(bm, strategy)
     assert "Top1_Acc_Stream/eval_phase/test_stream" in capsys.readouterr().out
     assert list(strategy.components) == [0, 1, 2]

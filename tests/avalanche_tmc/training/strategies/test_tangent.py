@@ -3,7 +3,7 @@
 Each test compares what the strategy reports with an independent computation: components
 trained inside a continual run against the same experience trained alone, forgetting
 against a run that never saw the task, Avalanche's accuracy metric against accuracy
-recomputed by hand from the components.
+recomputed by hand from the components. On the tests' ``device``.
 """
 
 import copy
@@ -38,11 +38,11 @@ def backbone():
     return TinyResNet(width=6, num_classes=10)
 
 
-def make_strategy(cls, backbone, **kwargs):
+def make_strategy(cls, backbone, device, **kwargs):
     model = TangentModel(copy.deepcopy(backbone), num_classes=10)
     evaluator = EvaluationPlugin(accuracy_metrics(experience=True, stream=True), loggers=[])
     return cls(model=model, lr=1e-2, train_mb_size=16, train_epochs=EPOCHS, eval_mb_size=64,
-               evaluator=evaluator, **kwargs)
+               evaluator=evaluator, device=device, **kwargs)
 
 
 def train_all(strategy, experiences):
@@ -57,18 +57,19 @@ def assert_deltas_close(a, b, **tol):
 
 
 def by_hand_accuracy(model, experience, logits_fn):
-    x = torch.stack([experience.dataset[i][0] for i in range(len(experience.dataset))])
-    y = torch.tensor([experience.dataset[i][1] for i in range(len(experience.dataset))])
+    device = next(model.parameters()).device
+    x = torch.stack([experience.dataset[i][0] for i in range(len(experience.dataset))]).to(device)
+    y = torch.tensor([experience.dataset[i][1] for i in range(len(experience.dataset))]).to(device)
     with torch.no_grad():
         return (logits_fn(model, x).argmax(1) == y).float().mean().item()
 
 
-def test_components_equal_independent_training_and_compose_to_the_mean(digits, backbone):
+def test_components_equal_independent_training_and_compose_to_the_mean(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=3)
-    strategy = make_strategy(TMCStrategy, backbone)
+    strategy = make_strategy(TMCStrategy, backbone, device)
     train_all(strategy, bm.train_stream)
     for exp in bm.train_stream:
-        alone = make_strategy(TMCStrategy, backbone)
+        alone = make_strategy(TMCStrategy, backbone, device)
         alone.train(exp, shuffle=False)
         assert_deltas_close(strategy.components[exp.current_experience], alone.components[exp.current_experience])
     expected = compose(list(strategy.components.values()))
@@ -76,12 +77,12 @@ def test_components_equal_independent_training_and_compose_to_the_mean(digits, b
     assert any(v.abs().max() > 0 for v in expected.values())
 
 
-def test_forget_equals_the_run_that_never_saw_the_task(digits, backbone):
+def test_forget_equals_the_run_that_never_saw_the_task(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=3)
-    full = make_strategy(TMCStrategy, backbone)
+    full = make_strategy(TMCStrategy, backbone, device)
     train_all(full, bm.train_stream)
     full.forget(1)
-    without = make_strategy(TMCStrategy, backbone)
+    without = make_strategy(TMCStrategy, backbone, device)
     train_all(without, [bm.train_stream[0], bm.train_stream[2]])
     assert_deltas_close(full.model.delta, without.model.delta, rtol=1e-5, atol=1e-6)
     acc_full = full.eval(bm.test_stream)
@@ -90,11 +91,11 @@ def test_forget_equals_the_run_that_never_saw_the_task(digits, backbone):
     assert acc_full[key] == pytest.approx(acc_without[key], abs=1e-6)
 
 
-def test_sample_weighting_composes_by_experience_size(digits, backbone):
+def test_sample_weighting_composes_by_experience_size(digits, backbone, device):
     x, y = digits[0]
     keep = (y != 0) | (torch.arange(len(y)).numpy() % 3 == 0)  # class 0 under-represented
     bm = digits_benchmark((x[keep], y[keep]), digits[1], n_experiences=2)
-    strategy = make_strategy(TMCStrategy, backbone, weighting="samples")
+    strategy = make_strategy(TMCStrategy, backbone, device, weighting="samples")
     train_all(strategy, bm.train_stream)
     sizes = [len(e.dataset) for e in bm.train_stream]
     assert sizes[0] != sizes[1]
@@ -103,14 +104,14 @@ def test_sample_weighting_composes_by_experience_size(digits, backbone):
 
 
 @pytest.mark.parametrize("task_labels", [False, True])
-def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone, task_labels):
+def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone, task_labels, device):
     bm = digits_benchmark(*digits, n_experiences=3, task_labels=task_labels)
-    strategy = make_strategy(TMEStrategy, backbone)
+    strategy = make_strategy(TMEStrategy, backbone, device)
     train_all(strategy, bm.train_stream)
     metrics = strategy.eval(bm.test_stream)
     deltas = list(strategy.components.values())
     for exp in bm.test_stream:
-        allowed = torch.zeros(10, dtype=torch.bool)
+        allowed = torch.zeros(10, dtype=torch.bool, device=device)
         allowed[sorted(exp.classes_in_this_experience) if task_labels else slice(None)] = True
 
         def ensemble_then_select(m, x):
@@ -122,11 +123,11 @@ def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone
         assert metrics[key] == pytest.approx(expected, abs=1e-6)
 
 
-def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone):
+def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=2)
-    tme = make_strategy(TMEStrategy, backbone)
+    tme = make_strategy(TMEStrategy, backbone, device)
     train_all(tme, bm.train_stream)
-    tmc = make_strategy(TMCStrategy, backbone)
+    tmc = make_strategy(TMCStrategy, backbone, device)
     train_all(tmc, bm.train_stream)
     tme.tangent_plugin.mode = "tmc"
     key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
@@ -135,17 +136,17 @@ def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone):
         tme.tangent_plugin.mode = "tmc-seq"
 
 
-def test_task_incremental_evaluation_masks_to_the_task_classes(digits, backbone):
+def test_task_incremental_evaluation_masks_to_the_task_classes(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=5, task_labels=True)
-    strategy = make_strategy(TMCStrategy, backbone)
+    strategy = make_strategy(TMCStrategy, backbone, device)
     train_all(strategy, bm.train_stream)
     metrics = strategy.eval(bm.test_stream)
     gains = []
     for exp in bm.test_stream:
-        classes = torch.tensor(sorted(exp.classes_in_this_experience))
+        classes = torch.tensor(sorted(exp.classes_in_this_experience), device=device)
 
         def masked(m, x):
-            out = torch.full((len(x), 10), float("-inf"))
+            out = torch.full((len(x), 10), float("-inf"), device=x.device)
             out[:, classes] = m(x)[:, classes]
             return out
 
@@ -172,10 +173,10 @@ class _DeltaAtStart(SupervisedPlugin):
             self.starts.append(strategy.model.delta)
 
 
-def test_tmc_seq_starts_from_the_previous_composition_and_refuses_forget(digits, backbone):
+def test_tmc_seq_starts_from_the_previous_composition_and_refuses_forget(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=3)
     recorder = _DeltaAtStart()
-    strategy = make_strategy(TMCSeqStrategy, backbone, plugins=[recorder])
+    strategy = make_strategy(TMCSeqStrategy, backbone, device, plugins=[recorder])
     composed_before = []
     for exp in bm.train_stream:
         composed_before.append(strategy.model.delta)
@@ -188,34 +189,34 @@ def test_tmc_seq_starts_from_the_previous_composition_and_refuses_forget(digits,
         strategy.forget(0)
 
 
-def test_tmc_starts_every_component_at_zero(digits, backbone):
+def test_tmc_starts_every_component_at_zero(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=3)
     recorder = _DeltaAtStart()
-    strategy = make_strategy(TMCStrategy, backbone, plugins=[recorder])
+    strategy = make_strategy(TMCStrategy, backbone, device, plugins=[recorder])
     train_all(strategy, bm.train_stream)
     assert len(recorder.starts) == 3
     for start in recorder.starts:
         assert all(torch.count_nonzero(v) == 0 for v in start.values())
 
 
-def test_periodic_evaluation_does_not_disturb_training(digits, backbone):
+def test_periodic_evaluation_does_not_disturb_training(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=2)
-    plain = make_strategy(TMCStrategy, backbone)
+    plain = make_strategy(TMCStrategy, backbone, device)
     train_all(plain, bm.train_stream)
-    periodic = make_strategy(TMCStrategy, backbone, eval_every=1)
+    periodic = make_strategy(TMCStrategy, backbone, device, eval_every=1)
     for exp in bm.train_stream:
         periodic.train(exp, eval_streams=[bm.test_stream], shuffle=False)
     assert_deltas_close(plain.model.delta, periodic.model.delta)
 
 
-def test_o1_memory_mode_and_errors(digits, backbone):
+def test_o1_memory_mode_and_errors(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=2)
-    strategy = make_strategy(TMCStrategy, backbone, keep_components=False)
+    strategy = make_strategy(TMCStrategy, backbone, device, keep_components=False)
     train_all(strategy, bm.train_stream)
     with pytest.raises(RuntimeError, match="not stored"):
         strategy.components
     with pytest.raises(ValueError, match="keep_components"):
-        make_strategy(TMEStrategy, backbone, keep_components=False)
+        make_strategy(TMEStrategy, backbone, device, keep_components=False)
     with pytest.raises(TypeError, match="TangentModel"):
         TMCStrategy(model=copy.deepcopy(backbone))
 
