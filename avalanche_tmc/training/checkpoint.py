@@ -245,6 +245,7 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
     from safetensors import SafetensorError
     from safetensors.torch import load
 
+    from ..composition.learner import learner_device
     from ..files.component import ComponentFileError, content_sha256
     from ..files.filesystem import _read_regular_file
     from ..files.signing import _metadata_sha256, _signature, resolve_key
@@ -281,6 +282,7 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
         raise CheckpointError(f"{path}: written with keep_components={keep}, the strategy has "
                               f"keep_components={learned.keep_components}.")
     if members:
+        tensors = OrderedDict((n, t.to(learner_device(strategy))) for n, t in tensors.items())  # read on the CPU
         total = OrderedDict((n[len("sum/"):], t) for n, t in tensors.items() if n.startswith("sum/"))
         parts: Dict[Any, Dict[str, torch.Tensor]] = {}
         for name, tensor in tensors.items():

@@ -1,7 +1,7 @@
 """Checkpoints (issue 21): loading checks the strategy type and mode, the architecture and
 the base weights and refuses a mismatch naming it, leaving the strategy as it was; an
 unreadable checkpoint is a CheckpointError; the learned state round-trips through a file
-that loads without unpickling."""
+that loads without unpickling (on the tests' ``device``)."""
 
 import os
 import pickle
@@ -31,10 +31,11 @@ def _strategy(cls=TMCStrategy, width=4, seed=0, **kwargs):
     return cls(model=model, lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
 
 
-def _analytic(seed=0):
+def _analytic(seed=0, device="cpu"):
     torch.manual_seed(seed)
     model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator())
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+                                device=device)
 
 
 def _train(strategy, experiences):
@@ -50,9 +51,9 @@ def bm():
 
 
 @pytest.fixture(scope="module")
-def checkpoint(bm, tmp_path_factory):
+def checkpoint(bm, tmp_path_factory, device):
     path = str(tmp_path_factory.mktemp("ckpt") / "tmc.ckpt")
-    save_checkpoint(_train(_strategy(), bm.train_stream[:2]), path)
+    save_checkpoint(_train(_strategy(device=device), bm.train_stream[:2]), path)
     return path
 
 
@@ -70,9 +71,10 @@ def test_a_checkpoint_of_something_else_is_refused_and_the_strategy_kept(checkpo
     assert strategy.model is model and strategy.tangent_plugin is plugin and len(plugin.composition) == 0
 
 
-def test_the_right_strategy_resumes(checkpoint, bm):
-    strategy, first = maybe_load_checkpoint(_strategy(), checkpoint)
+def test_the_right_strategy_resumes(checkpoint, bm, device):
+    strategy, first = maybe_load_checkpoint(_strategy(device=device), checkpoint)
     assert first == 2 and strategy.tangent_plugin.composition.keys == [0, 1]
+    assert {t.device.type for t in strategy.composed_delta.values()} == {device.type}
     assert maybe_load_checkpoint(_strategy(), checkpoint + ".missing")[1] == 0
 
 
@@ -98,11 +100,13 @@ def test_pickled_checkpoints_are_documented_as_trusted_files_only():
 
 
 @pytest.mark.parametrize("keep", [True, False])
-def test_learned_state_round_trips_without_pickle(bm, tmp_path, keep):
-    trained = _train(_strategy(keep_components=keep), bm.train_stream[:2])
+def test_learned_state_round_trips_without_pickle(bm, tmp_path, keep, device):
+    trained = _train(_strategy(keep_components=keep, device=device), bm.train_stream[:2])
     path = save_learned(trained, str(tmp_path / "learned.safetensors"))
-    resumed = _strategy(keep_components=keep)
+    resumed = _strategy(keep_components=keep, device=device)
     assert load_learned(resumed, path) == [0, 1]
+    # read on the CPU, put where the strategy learns
+    assert {t.device.type for t in resumed.composed_delta.values()} == {device.type}
     for name, value in trained.composed_delta.items():
         assert torch.equal(resumed.composed_delta[name], value), name
     assert dict(resumed.tangent_plugin.task_classes) == dict(trained.tangent_plugin.task_classes)
@@ -118,12 +122,14 @@ def test_learned_state_round_trips_without_pickle(bm, tmp_path, keep):
             assert torch.allclose(resumed.composed_delta[name], value, rtol=1e-6, atol=1e-8), name
 
 
-def test_learned_statistics_round_trip(bm, tmp_path):
-    trained = _train(_analytic(), bm.train_stream[:2])
+def test_learned_statistics_round_trip(bm, tmp_path, device):
+    trained = _train(_analytic(device=device), bm.train_stream[:2])
     path = save_learned(trained, str(tmp_path / "learned.safetensors"))
-    resumed = _analytic()
+    resumed = _analytic(device=device)
     assert load_learned(resumed, path) == [0, 1]
-    assert torch.equal(resumed.model.weight, trained.model.weight)
+    assert {t.device.type for t in resumed.statistics.summed().values()} == {device.type}
+    # (the untrained model is where it was built until Avalanche moves it: compared on the CPU)
+    assert torch.equal(resumed.model.weight.cpu(), trained.model.weight.cpu())
 
 
 def test_learned_state_of_something_else_or_edited_is_refused(bm, tmp_path):
@@ -198,18 +204,18 @@ def assert_same_delta(a, b):
 
 
 @pytest.mark.integration
-def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path):
+def test_checkpoint_after_two_experiences_resumes_in_a_new_process(tmp_path, device):
     import subprocess
     import sys
 
     root = str(ROOT)
     ckpt, resumed, full = (str(tmp_path / n) for n in ("ckpt.pkl", "resumed.pt", "full.pt"))
     for mode, out in (("first", ""), ("resume", resumed), ("full", full)):
-        done = subprocess.run([sys.executable, "-m", "tests.avalanche_tmc.checkpoint_job", mode, ckpt, out],
-                              capture_output=True, text=True, cwd=root)
+        done = subprocess.run([sys.executable, "-m", "tests.avalanche_tmc.checkpoint_job", mode, ckpt, out,
+                               str(device)], capture_output=True, text=True, cwd=root)
         assert done.returncode == 0, done.stderr[-2000:]
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []  # the atomic write left no temp file
-    a, b = torch.load(resumed), torch.load(full)
+    a, b = torch.load(resumed, map_location="cpu"), torch.load(full, map_location="cpu")
     assert a["keys"] == b["keys"] == [0, 1, 2, 3]
     assert_same_delta(a["delta"], b["delta"])
     for key in b["components"]:
