@@ -8,12 +8,13 @@ through their types or private fields.
 """
 
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
-from ..composition.learner import ComposableLearner
+from ..composition.learner import ComposableLearner, learner_device
 from ..composition.statistics import STAT_KEYS
 from ..tangent import TangentModel
 from .arithmetic import _check_distinct, _merge_members, _numbers_of, compose_components
@@ -118,6 +119,8 @@ def install_composition(strategy: ComposableLearner, composition: Component,
                                           f"{strategy.payload}.")
     if composition.kind == "component":
         composition = compose_components([composition])
+    device = learner_device(strategy)  # the file's tensors go where the strategy learns
+    composition = replace(composition, tensors=OrderedDict((n, t.to(device)) for n, t in composition.tensors.items()))
     learned = strategy.learned().empty_like(keep_components=False)
     if composition.members:
         with _numbers_of(composition):

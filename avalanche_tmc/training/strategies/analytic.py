@@ -248,7 +248,8 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
 
         components = components_for(paths, self.model, self.statistics, key=key)
         for component in components:
-            self.install_component(component.experience, component.tensors, component.classes)
+            stats = OrderedDict((n, t.to(self.device)) for n, t in component.tensors.items())  # read on the CPU
+            self.install_component(component.experience, stats, component.classes)
         return [c.experience for c in components]
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:

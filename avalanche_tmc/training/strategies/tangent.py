@@ -202,9 +202,10 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
         components = components_for(paths, self.model, self.tangent_plugin.composition, key=key)
-        for component in components:
-            self.tangent_plugin.install_component(self.model, component.experience, component.tensors,
-                                                  component.weight, component.classes)
+        for component in components:  # (read on the CPU: composed on the strategy's device)
+            delta = OrderedDict((n, t.to(self.device)) for n, t in component.tensors.items())
+            self.tangent_plugin.install_component(self.model, component.experience, delta, component.weight,
+                                                  component.classes)
         return [c.experience for c in components]
 
     @classmethod

@@ -49,8 +49,9 @@ def train(strategy, experiences):
 
 
 def equal(a, b) -> bool:
-    """The same names and bit for bit the same tensors."""
-    return a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    """The same names and bit for bit the same tensors (compared on the CPU, where files are
+    read: a strategy's live on the tests' device)."""
+    return a.keys() == b.keys() and all(torch.equal(a[n].cpu(), b[n].cpu()) for n in a)
 
 
 def component_bytes(directory) -> bytes:

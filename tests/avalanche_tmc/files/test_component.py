@@ -8,7 +8,7 @@ import torch
 
 import avalanche_tmc.files as cf
 from tests.avalanche_tmc.files.common import craft, set_entry
-from tests.helpers import random_delta
+from tests.helpers import random_delta, to_device
 
 
 def test_printed_metadata_is_sanitized(files, tmp_path):
@@ -43,8 +43,9 @@ def test_a_record_reports_its_members_classes_and_content_hash():
     assert (info["experiences"], info["classes"], info["signed"]) == ([4, 2], {"0": [1, 2, 3], "1": [7]}, False)
 
 
-def test_a_component_of_one_experience_names_itself_and_hashes_its_tensors(model):
-    component = cf.tangent_component(model, random_delta(model), 5, weight=2.0, classes={0: [3, 1]})
+def test_a_component_of_one_experience_names_itself_and_hashes_its_tensors(model, device):
+    component = cf.tangent_component(model, to_device(random_delta(model), device), 5, weight=2.0, classes={0: [3, 1]})
+    assert {t.device.type for t in component.tensors.values()} == {"cpu"}  # a file's tensors, wherever δ was
     assert component.experience == 5 and component.name() == "component of experience 5"
     assert component.members == [dict(experience=5, weight=2.0, classes={"0": [1, 3]},
                                       sha256=_sha256_by_hand(component.tensors))]

@@ -1,5 +1,6 @@
 """Files and strategies: components written as they are learned, strategies built from
-files equal to the trained ones, a composition installed into a fresh strategy."""
+files equal to the trained ones, a composition installed into a fresh strategy (on the
+tests' ``device``: what a strategy reads from files lives where it learns)."""
 
 import os
 
@@ -18,8 +19,13 @@ from tests.avalanche_tmc.files.common import base_net, equal, tmc, train
 from tests.helpers import NUM_CLASSES, quiet_evaluator
 
 
-def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path):
-    strategy = tmc(component_dir=str(tmp_path))
+def on(device, tensors) -> bool:
+    """Whether every tensor lives on ``device`` (its type: ``cuda`` is ``cuda:0``)."""
+    return {t.device.type for t in tensors.values()} == {device.type}
+
+
+def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path, device):
+    strategy = tmc(component_dir=str(tmp_path), device=device)
     train(strategy, bm.train_stream[:1])
     assert os.listdir(tmp_path) == ["experience-0.safetensors"]
     component = cf.load_component(str(tmp_path / "experience-0.safetensors"))
@@ -31,30 +37,33 @@ def test_tmc_writes_each_component_as_it_is_composed(bm, tmp_path):
         tmc(strategy=TMCSeqStrategy, component_dir=str(tmp_path))
 
 
-def test_a_strategy_built_from_files_equals_the_trained_one(trained, bm):
+def test_a_strategy_built_from_files_equals_the_trained_one(trained, bm, device):
     strategy, directory = trained
     rebuilt = TMCStrategy.from_components(directory, model=TangentModel(base_net(), num_classes=NUM_CLASSES), lr=1e-2,
-                                          weighting="samples", evaluator=quiet_evaluator())
+                                          weighting="samples", evaluator=quiet_evaluator(), device=device)
     assert rebuilt.tangent_plugin.composition.keys == [0, 1, 2, 3]
+    assert on(device, rebuilt.composed_delta) and all(on(device, c) for c in rebuilt.components.values())
     assert equal(rebuilt.composed_delta, strategy.composed_delta)
     assert dict(rebuilt.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
     key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
     assert rebuilt.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
     rebuilt.forget(1)  # and forgets like the original
     strategy_copy = TMCStrategy.from_components(directory, model=TangentModel(base_net(), num_classes=NUM_CLASSES),
-                                                lr=1e-2, weighting="samples", evaluator=quiet_evaluator())
+                                                lr=1e-2, weighting="samples", evaluator=quiet_evaluator(),
+                                                device=device)
     strategy_copy.forget(1)
     assert equal(rebuilt.composed_delta, strategy_copy.composed_delta)
     with pytest.raises(cf.IncompatibleComponentsError, match="already learned"):
         rebuilt.load_components(os.path.join(directory, "experience-0.safetensors"))
 
 
-def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm):
+def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm, device):
     strategy, directory = trained
     composition = cf.compose_components(cf.load_components(directory))
-    fresh = tmc(weighting="samples")
+    fresh = tmc(weighting="samples", device=device)
     cf.install_composition(fresh, composition)
     assert fresh.learned().keys == [0, 1, 2, 3] and equal(fresh.composed_delta, strategy.composed_delta)
+    assert on(device, fresh.composed_delta) and on(device, fresh.learned().summed())
     assert dict(fresh.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
     key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
     assert fresh.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
