@@ -8,6 +8,9 @@
   its data, :mod:`.passes` its graph passes (in-place check, convolution + BatchNorm fusion);
 * :mod:`.registry`: :func:`register_rule`, the decorator that registers a fast-path rule for
   a module class, a function or a tensor method; :mod:`.rules` holds the built-in rules.
+* :mod:`.precision`: :func:`matched_tangent_dtypes`, which keeps each tangent in its primal's
+  dtype under ``torch.autocast`` (for ``torch.func.jvp`` evaluations: the generic path, the
+  fast path's fallbacks, a rule of your own that calls ``jvp``).
 
 This package imports torch only; it knows nothing of Avalanche.
 """
@@ -15,6 +18,7 @@ This package imports torch only; it knows nothing of Avalanche.
 from .heads import find_head, replace_head
 from .model import IMPLEMENTATIONS, Delta, LinearizeSpec, TangentModel
 from .plan import TangentPlan, build_plan
+from .precision import matched_tangent_dtypes
 from .registry import (
     Call,
     NotApplicable,
@@ -30,5 +34,5 @@ from .trace import TracingError
 __all__ = [
     "TangentModel", "Delta", "LinearizeSpec", "IMPLEMENTATIONS", "find_head", "replace_head", "TracingError",
     "TangentPlan", "build_plan", "register_rule", "unregister_rule", "registered_rules", "Call", "Rule",
-    "RuleResult", "RegisteredRule", "NotApplicable",
+    "RuleResult", "RegisteredRule", "NotApplicable", "matched_tangent_dtypes",
 ]

@@ -22,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .heads import find_head, replace_head
 from .plan import TangentPlan, build_plan
+from .precision import matched_tangent_dtypes
 from .trace import TracingError
 
 __all__ = ["Delta", "LinearizeSpec", "IMPLEMENTATIONS", "TangentModel"]
@@ -232,8 +233,12 @@ class TangentModel(nn.Module):
             if self._plan is not None:
                 return self._plan(self.model, x, dict(zip(names, tangents)))
 
+            device_type = x.device.type
+
             def f(*linearized: Tensor) -> Tensor:
-                return functional_call(self.model, dict(zip(names, linearized)), (x,))
+                # under autocast, keeps each tangent in its primal's dtype (see .precision)
+                with matched_tangent_dtypes(device_type):
+                    return functional_call(self.model, dict(zip(names, linearized)), (x,))
 
             output, jvp_output = jvp(f, primals, tangents)
         if not isinstance(output, Tensor):

@@ -35,6 +35,7 @@ from torch.func import functional_call, jvp
 from . import rules  # noqa: F401  (registers the built-in rules)
 from ._ops import out_of_place, resolve_attr
 from .passes import check_in_place, fuse_conv_batchnorm
+from .precision import autocast_enabled, match_tangents, matched_tangent_dtypes
 from .registry import Call, module_rule, rule_for_module, rule_for_node
 from .rules.normalization import CONV_BATCHNORM
 from .steps import Ref, Step, subst, subst_tangent
@@ -135,15 +136,20 @@ def _jvp_module(call: Call) -> Tuple[Any, Any]:
     positions = [i for i, t in enumerate(d_flat) if t is not None]
     own = dict(module.named_parameters())
 
+    primals = tuple(own[n] for n in names) + tuple(flat[i] for i in positions)
+    tangents_in = tuple(d_params[n] for n in names) + tuple(d_flat[i] for i in positions)
+    device_type = _device_type(primals)
+    if autocast_enabled(device_type):  # pairs as the generic path has them (see .precision)
+        tangents_in = match_tangents(primals, tangents_in)
+
     def f(*values: Tensor) -> Any:
         inputs = list(flat)
         for i, v in zip(positions, values[len(names):]):
             inputs[i] = v
         call_args, call_kwargs = tree_unflatten(inputs, spec)
-        return functional_call(module, dict(zip(names, values[: len(names)])), call_args, call_kwargs)
+        with matched_tangent_dtypes(device_type):
+            return functional_call(module, dict(zip(names, values[: len(names)])), call_args, call_kwargs)
 
-    primals = tuple(own[n] for n in names) + tuple(flat[i] for i in positions)
-    tangents_in = tuple(d_params[n] for n in names) + tuple(d_flat[i] for i in positions)
     return jvp(f, primals, tangents_in)
 
 
@@ -170,15 +176,26 @@ def _jvp_call(call: Call) -> Tuple[Any, Any]:
         d_flat, _ = tree_flatten((list(d_call), d_kwargs))
         fn_of = fn
     positions = [i for i, t in enumerate(d_flat) if t is not None]
+    primals = tuple(flat[i] for i in positions)
+    tangents_in = tuple(d_flat[i] for i in positions)
+    device_type = _device_type(primals)
+    if autocast_enabled(device_type):  # pairs as the generic path has them (see .precision)
+        tangents_in = match_tangents(primals, tangents_in)
 
     def f(*values: Tensor) -> Any:
         inputs = list(flat)
         for i, v in zip(positions, values):
             inputs[i] = v
         a, kw = tree_unflatten(inputs, spec)
-        return fn_of(*a, **kw)
+        with matched_tangent_dtypes(device_type):
+            return fn_of(*a, **kw)
 
-    return jvp(f, tuple(flat[i] for i in positions), tuple(d_flat[i] for i in positions))
+    return jvp(f, primals, tangents_in)
+
+
+def _device_type(primals: Sequence[Tensor]) -> str:
+    """The device type of the first tensor among ``primals`` (``"cpu"`` when none)."""
+    return next((p.device.type for p in primals if isinstance(p, Tensor)), "cpu")
 
 
 def _keeps_whole(module: nn.Module) -> bool:
