@@ -23,7 +23,8 @@ class RescaledSquareLoss(nn.Module):
     Logits set to ``-inf`` (classes masked out, e.g. by task-incremental evaluation)
     are left out of the sum and of ``K``: the loss is then the RSL over the allowed
     classes. Any other non-finite logit (NaN, ``+inf``: a diverged model) makes the loss
-    non-finite, so divergence is never hidden as a small loss.
+    non-finite, so divergence is never hidden as a small loss. Logits in a 16-bit dtype
+    (under ``torch.autocast``) are upcast: the loss is computed and returned in float32.
     """
 
     def __init__(self, alpha: float = 1.0, beta: float = 25.0):
@@ -49,6 +50,10 @@ class RescaledSquareLoss(nn.Module):
                 f"RescaledSquareLoss needs integer class indices as targets (like CrossEntropyLoss), got "
                 f"{targets.dtype}; convert labels with .long() (soft or one-hot targets are not supported)."
             )
+        if logits.is_floating_point() and torch.finfo(logits.dtype).bits < 32:
+            # bfloat16/float16 logits (torch.autocast): square and sum in float32; in
+            # bfloat16 (8 significant bits) a target of 25 and its residuals round by up to 0.4%
+            logits = logits.float()
         num_classes = logits.shape[1]
         if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
             raise ValueError(
