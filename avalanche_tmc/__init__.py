@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .training.divergence import DivergenceError
     from .training.metrics import loss_name
+    from .training.plugins.autocast import AutocastPlugin
     from .training.plugins.composition import CompositionPlugin
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
@@ -130,6 +131,7 @@ __all__ = [
     "DivergenceError",
     "TaskMaskPlugin",
     "CompositionPlugin",
+    "AutocastPlugin",
     "TMCStrategy",
     "TMEStrategy",
     "TMCSeqStrategy",

@@ -1,8 +1,9 @@
 """The Avalanche plugins of this library, one per file (as Avalanche's ``training/plugins``)."""
 
+from .autocast import AutocastPlugin
 from .composition import CompositionPlugin
 from .divergence import DivergenceGuardPlugin
 from .tangent import TangentPlugin
 from .task_mask import TaskMaskPlugin
 
-__all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin"]
+__all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin", "AutocastPlugin"]
