@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from .._ops import add_tangents, needs_grad, resolve_attr, same_format
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
+from .layernorm import layer_norm_tangent
 from .linear import bilinear_rule, bind, conv_apply, pad_same
 
 __all__ = [
@@ -98,7 +99,10 @@ def layer_norm_rule(
 
     The Jacobian of the normalisation, ``rstd·(I − 1/n − x̂x̂ᵀ/n)``, is symmetric, so its
     product with ``dx`` is LayerNorm's own backward kernel applied to ``dx`` (one fused
-    pass instead of five)."""
+    pass instead of five). Computed by :func:`.layernorm.layer_norm_tangent` where it applies."""
+    fast = layer_norm_tangent(x, dx, normalized_shape, weight, d_weight, bias, d_bias, eps)
+    if fast is not None:
+        return fast
     x_hat, mean, rstd = aten.native_layer_norm(x, list(normalized_shape), None, None, eps)
     y = x_hat
     if weight is not None:
