@@ -1,6 +1,6 @@
 """One ``DivergenceError`` for every learner: each strategy kind raises it on a diverging run
-and is then exactly as before the ``train()`` call (tensors compared), and the command line
-maps it to its documented exit code."""
+and is then exactly as before the ``train()`` call (tensors compared; on the tests'
+``device``), and the command line maps it to its documented exit code."""
 
 import warnings
 
@@ -30,9 +30,11 @@ NAN_BENCHMARK = dict(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))  # ever
 
 
 def assert_same_tensors(a, b):
+    """The same names and bit for bit the same values (compared on the CPU: Avalanche moves
+    a strategy's model to its device when train() starts, before a copy taken earlier)."""
     assert a.keys() == b.keys()
     for name in a:
-        assert torch.equal(a[name], b[name]), name
+        assert torch.equal(a[name].cpu(), b[name].cpu()), name
 
 
 def test_divergence_error_is_also_the_types_the_learners_raised_before():
@@ -43,11 +45,11 @@ def test_divergence_error_is_also_the_types_the_learners_raised_before():
 
 
 @pytest.mark.parametrize("cls", [TMCStrategy, TMEStrategy, TMCSeqStrategy])
-def test_a_diverging_tangent_experience_raises_and_rolls_back(cls):
+def test_a_diverging_tangent_experience_raises_and_rolls_back(cls, device):
     bm = small_benchmark()
     torch.manual_seed(0)
     strategy = cls(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), lr=1e-2,
-                   train_mb_size=8, evaluator=quiet_evaluator())
+                   train_mb_size=8, evaluator=quiet_evaluator(), device=device)
     strategy.train(bm.train_stream[0])
     delta, composed = strategy.model.delta, strategy.tangent_plugin.composition.composed()
     optimizer_state = {id(p): {k: v.clone() for k, v in s.items()} for p, s in strategy.optimizer.state.items()}
@@ -66,15 +68,16 @@ def test_a_diverging_tangent_experience_raises_and_rolls_back(cls):
         assert_same_tensors(restored[key], state)
 
 
-def _analytic() -> AnalyticHeadStrategy:
+def _analytic(device) -> AnalyticHeadStrategy:
     torch.manual_seed(0)
     model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator())
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+                                device=device)
 
 
-def test_non_finite_features_raise_and_the_analytic_head_rolls_back():
+def test_non_finite_features_raise_and_the_analytic_head_rolls_back(device):
     clean, poisoned = small_benchmark(), small_benchmark(**NAN_BENCHMARK)
-    strategy = _analytic()
+    strategy = _analytic(device)
     strategy.train(clean.train_stream[0])
     weight, summed = strategy.model.weight.clone(), strategy.statistics.summed()
     with pytest.raises(DivergenceError, match="Experience 1: the features of training iteration 1 hold NaN"):
@@ -84,12 +87,12 @@ def test_non_finite_features_raise_and_the_analytic_head_rolls_back():
     assert_same_tensors(strategy.statistics.summed(), summed)
 
 
-def test_a_diverging_adaptation_raises_and_leaves_the_features_unadapted():
+def test_a_diverging_adaptation_raises_and_leaves_the_features_unadapted(device):
     bm = small_benchmark(**NAN_BENCHMARK)
     torch.manual_seed(0)
     strategy = AdaptThenComposeStrategy(network=TinyResNet(num_classes=NUM_CLASSES), num_classes=NUM_CLASSES,
                                         adaptation=Adaptation(lr=0.05, epochs=1, batch_size=4), ridge_lambda=1.0,
-                                        train_mb_size=8, evaluator=quiet_evaluator())
+                                        train_mb_size=8, evaluator=quiet_evaluator(), device=device)
     features = strategy.model.features
     state = {n: t.clone() for n, t in features.state_dict().items()}
     with pytest.raises(DivergenceError, match=r"The adaptation diverged at epoch 1 \(loss nan\)"):
@@ -119,9 +122,9 @@ def test_the_command_line_exits_with_the_training_code_on_divergence(method, mod
     assert not list(tmp_path.iterdir())
 
 
-def test_diverged_experience_is_stopped_and_nothing_composed():
+def test_diverged_experience_is_stopped_and_nothing_composed(device):
     bm = small_benchmark()
-    strategy = tmc()
+    strategy = tmc(device=device)
     strategy.train(bm.train_stream[0])
     composed = strategy.composed_delta
     model_delta = strategy.model.delta
@@ -137,18 +140,18 @@ def test_diverged_experience_is_stopped_and_nothing_composed():
     assert strategy.tangent_plugin.composition.keys == [0, 1]
 
 
-def test_nan_input_stops_the_experience():
+def test_nan_input_stops_the_experience(device):
     bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
-    strategy = tmc()
+    strategy = tmc(device=device)
     with pytest.raises(DivergenceError, match="Experience 0.*loss is nan"):
         strategy.train(bm.train_stream[0], shuffle=False)
     assert len(strategy.tangent_plugin.composition) == 0
     assert all(torch.count_nonzero(v) == 0 for v in strategy.model.delta.values())
 
 
-def test_analytic_head_refuses_nan_features():
+def test_analytic_head_refuses_nan_features(device):
     bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
-    strategy = _analytic()
+    strategy = _analytic(device)
     with pytest.raises(DivergenceError, match="Experience 0: the features of training iteration 1 hold NaN"):
         strategy.train(bm.train_stream[0], shuffle=False)
     assert len(strategy.statistics) == 0

@@ -1,6 +1,7 @@
 """Forgetting is exact or refused (issue 21; ``avalanche_tmc.training.forgetting``): inexact
 forgetting after replay or distillation is refused unless asked for, and forgetting is
-complete (replay buffers purged, component files removed, checksums compared)."""
+complete (replay buffers purged, component files removed, checksums compared). On the
+tests' ``device``."""
 
 import os
 import warnings
@@ -27,29 +28,29 @@ def bm():
     return small_benchmark(n_experiences=4)
 
 
-def test_forgotten_experiences_are_purged_from_the_replay_buffer(bm):
+def test_forgotten_experiences_are_purged_from_the_replay_buffer(bm, device):
     """Issue 21: after forget(1) and forget(0) the buffer still held their samples and train(2) replayed them."""
     from avalanche.training.plugins import ReplayPlugin
 
     replay = ReplayPlugin(mem_size=8)
-    strategy = train_seeded(tmc(plugins=[replay]), bm.train_stream[:2])
+    strategy = train_seeded(tmc(plugins=[replay], device=device), bm.train_stream[:2])
     assert len(replay.storage_policy.buffer) == 8
     strategy.forget(1)
     assert 0 < len(replay.storage_policy.buffer) < 8
     strategy.forget(0)
     assert len(replay.storage_policy.buffer) == 0
     train_seeded(strategy, bm.train_stream[2:3])
-    alone = train_seeded(tmc(), bm.train_stream[2:3])  # never saw experiences 0 and 1, no replay
+    alone = train_seeded(tmc(device=device), bm.train_stream[2:3])  # never saw experiences 0 and 1, no replay
     for name, value in alone.components[2].items():
         assert torch.allclose(strategy.components[2][name], value, rtol=1e-5, atol=1e-7), name
 
 
-def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm):
+def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm, device):
     from avalanche.training.plugins import ReplayPlugin
     from avalanche.training.storage_policy import ClassBalancedBuffer
 
     replay = ReplayPlugin(mem_size=8, storage_policy=ClassBalancedBuffer(max_size=8))
-    strategy = train_seeded(tmc(plugins=[replay]), bm.train_stream[:2])
+    strategy = train_seeded(tmc(plugins=[replay], device=device), bm.train_stream[:2])
     with pytest.raises(ValueError, match="cannot be purged.*inexact=True"):
         strategy.forget(1)
     assert strategy.tangent_plugin.composition.keys == [0, 1]
@@ -58,11 +59,12 @@ def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm):
 
 
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner):
+def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner, device):
     """Issue 21: with LwFPlugin, forget(0) was accepted although later components were distilled from it."""
     from avalanche.training.plugins import LwFPlugin
 
-    strategy = tmc(plugins=[LwFPlugin()]) if learner == "tmc" else analytic(plugins=[LwFPlugin()])
+    plugins = [LwFPlugin()]
+    strategy = tmc(plugins=plugins, device=device) if learner == "tmc" else analytic(plugins=plugins, device=device)
     train_seeded(strategy, bm.train_stream[:2])
     with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*LwFPlugin"):
         strategy.forget(0)
@@ -73,23 +75,23 @@ def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner):
     assert learned_of(strategy).keys == [0]
 
 
-def test_forget_with_component_dir_removes_the_file(bm, tmp_path):
+def test_forget_with_component_dir_removes_the_file(bm, tmp_path, device):
     """Issue 21: the forgotten component's file stayed and from_components brought it back."""
-    strategy = train_seeded(tmc(component_dir=str(tmp_path)), bm.train_stream[:2])
+    strategy = train_seeded(tmc(component_dir=str(tmp_path), device=device), bm.train_stream[:2])
     strategy.forget(1)
     assert sorted(os.listdir(tmp_path)) == ["experience-0.safetensors"]
     torch.manual_seed(0)
     rebuilt = TMCStrategy.from_components(str(tmp_path), model=TangentModel(TinyResNet(num_classes=3),
                                                                             num_classes=NUM_CLASSES),
-                                          evaluator=quiet_evaluator())
+                                          evaluator=quiet_evaluator(), device=device)
     assert rebuilt.tangent_plugin.composition.keys == [0]
 
 
 @pytest.mark.parametrize("trained_by", ["train", "train_parallel"])
-def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trained_by):
+def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trained_by, device):
     """Issue 21: keep_components=False, forget(2, delta=δ_0) was accepted. Members merged by
     train_parallel keep their checksums too."""
-    strategy = tmc(keep_components=False, component_dir=str(tmp_path))
+    strategy = tmc(keep_components=False, component_dir=str(tmp_path), device=device)
     if trained_by == "train":
         train_seeded(strategy, bm.train_stream[:3])
     else:
@@ -101,16 +103,16 @@ def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trai
     strategy.forget(2, files[2].tensors)
     expected = cf.composed_delta(cf.compose_components([files[0], files[1]]))
     for name, value in expected.items():
-        assert torch.allclose(strategy.composed_delta[name], value, rtol=1e-5, atol=1e-7)
+        assert torch.allclose(strategy.composed_delta[name].cpu(), value, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_forget_is_refused_when_later_experiences_replayed_it(learner):
+def test_forget_is_refused_when_later_experiences_replayed_it(learner, device):
     from avalanche.training.plugins import ReplayPlugin
 
     bm = small_benchmark(n_experiences=4)
     replay = ReplayPlugin(mem_size=8)
-    strategy = tmc(plugins=[replay]) if learner == "tmc" else analytic(plugins=[replay])
+    strategy = tmc(plugins=[replay], device=device) if learner == "tmc" else analytic(plugins=[replay], device=device)
     for exp in bm.train_stream:
         strategy.train(exp)
     keys = lambda: strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys  # noqa
@@ -127,9 +129,9 @@ def test_forget_is_refused_when_later_experiences_replayed_it(learner):
     assert keys() == []
 
 
-def test_forget_without_replay_is_unchanged():
+def test_forget_without_replay_is_unchanged(device):
     bm = small_benchmark(n_experiences=4)
-    strategy = tmc()
+    strategy = tmc(device=device)
     for exp in bm.train_stream:
         strategy.train(exp)
     strategy.forget(0)

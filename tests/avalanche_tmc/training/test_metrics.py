@@ -20,12 +20,12 @@ from tests.helpers import TinyResNet, small_benchmark
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _run(strategy_class):
+def _run(strategy_class, device):
     torch.manual_seed(0)
     bm = small_benchmark(n_experiences=2)
     model = TangentModel(TinyResNet(num_classes=3), num_classes=4)
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), loss_metrics(epoch=True, stream=True), loggers=[])
-    strategy = strategy_class(model=model, lr=1e-2, train_mb_size=8, evaluator=evaluator)
+    strategy = strategy_class(model=model, lr=1e-2, train_mb_size=8, evaluator=evaluator, device=device)
     for exp in bm.train_stream:
         strategy.train(exp)
     return strategy, bm, strategy.eval(bm.test_stream)
@@ -48,13 +48,13 @@ def test_loss_name_of_known_and_unknown_criteria():
     assert loss_name(Custom()) == "focal"
 
 
-def test_tmc_logs_the_rsl_and_tme_the_nll_under_their_names():
-    tmc, bm, tmc_results = _run(TMCStrategy)
-    tme, _, tme_results = _run(TMEStrategy)
+def test_tmc_logs_the_rsl_and_tme_the_nll_under_their_names(device):
+    tmc, bm, tmc_results = _run(TMCStrategy, device)
+    tme, _, tme_results = _run(TMEStrategy, device)
     assert any(k.startswith("RSL_Loss_Epoch/train_phase/") for k in tmc_results)
     assert any(k.startswith("RSL_Loss_Epoch/train_phase/") for k in tme_results)  # TME trains on the RSL too
     assert not any(k.startswith("Loss_") for k in [*tmc_results, *tme_results])
-    x, y = _stream(bm)
+    x, y = (t.to(device) for t in _stream(bm))
     with torch.no_grad():
         rsl = float(RescaledSquareLoss(beta=25.0)(tmc.model.eval()(x), y))
     assert tmc_results["RSL_Loss_Stream/eval_phase/test_stream/Task000"] == pytest.approx(rsl, rel=1e-4)

@@ -1,5 +1,6 @@
 """The one rollback mechanism: a ``TrainingTransaction`` records the template's state and
-every part that owns state, and puts them back when the ``with`` block fails."""
+every part that owns state, and puts them back when the ``with`` block fails (on the tests'
+``device``)."""
 
 import warnings
 
@@ -33,9 +34,9 @@ class _Counter(SupervisedPlugin):
         self.seen = snapshot
 
 
-def test_every_part_and_the_template_go_back_when_the_block_fails():
+def test_every_part_and_the_template_go_back_when_the_block_fails(device):
     counter = _Counter()
-    strategy = tmc(plugins=[counter])
+    strategy = tmc(plugins=[counter], device=device)
     assert isinstance(counter, RollbackPart) and isinstance(strategy.tangent_plugin, RollbackPart)
     assert not isinstance(strategy, RollbackLearner)  # its learned state lives in the tangent plugin
     bm = small_benchmark()
@@ -51,8 +52,8 @@ def test_every_part_and_the_template_go_back_when_the_block_fails():
     assert strategy.tangent_plugin.composition.keys == [0]
 
 
-def test_a_finished_block_keeps_what_it_did():
-    strategy = tmc()
+def test_a_finished_block_keeps_what_it_did(device):
+    strategy = tmc(device=device)
     with TrainingTransaction.around(strategy):
         strategy.train(small_benchmark().train_stream[0])
     assert strategy.tangent_plugin.composition.keys == [0]
@@ -114,10 +115,10 @@ def _assert_same_state(a, b):
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
-def test_interrupted_train_leaves_the_strategy_as_before(error):
+def test_interrupted_train_leaves_the_strategy_as_before(error, device):
     bm = small_benchmark(n_experiences=4, task_labels=True)
     interrupt = _InterruptAt(exp_id=2, error=error)
-    strategy = tmc(plugins=[interrupt])
+    strategy = tmc(plugins=[interrupt], device=device)
     strategy.train(bm.train_stream[0])
     before = _state(strategy)
     acc_before = strategy.eval(bm.test_stream[:1])
@@ -130,10 +131,10 @@ def test_interrupted_train_leaves_the_strategy_as_before(error):
     assert strategy.tangent_plugin.composition.keys == [0, 1, 2]
 
 
-def test_failed_train_leaves_the_analytic_head_as_before():
+def test_failed_train_leaves_the_analytic_head_as_before(device):
     bm = small_benchmark(n_experiences=4)
     interrupt = _InterruptAt(exp_id=2, error=KeyboardInterrupt)
-    strategy = analytic(plugins=[interrupt])
+    strategy = analytic(plugins=[interrupt], device=device)
     strategy.train(bm.train_stream[0])
     weight, keys, iterations = strategy.model.weight.clone(), strategy.statistics.keys, strategy.clock.train_iterations
     with pytest.raises(KeyboardInterrupt):
@@ -160,10 +161,10 @@ class _CountIterations(SupervisedPlugin):
 
 
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_duplicate_experience_is_refused_before_training(learner):
+def test_duplicate_experience_is_refused_before_training(learner, device):
     bm = small_benchmark()
     counter = _CountIterations()
-    strategy = tmc(plugins=[counter]) if learner == "tmc" else analytic(plugins=[counter])
+    strategy = tmc(plugins=[counter], device=device) if learner == "tmc" else analytic(plugins=[counter], device=device)
     strategy.train(bm.train_stream[0])
     done = counter.count
     with pytest.raises(KeyError, match="already"):
@@ -179,9 +180,9 @@ def bm():
 
 
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner):
+def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner, device):
     """Issue 21: train_parallel(strategy, []) emptied an AnalyticHeadStrategy's statistics."""
-    strategy = train_seeded(tmc() if learner == "tmc" else analytic(), bm.train_stream[:1])
+    strategy = train_seeded(tmc(device=device) if learner == "tmc" else analytic(device=device), bm.train_stream[:1])
     composition = learned_of(strategy)
     report = train_parallel(strategy, [])
     assert report.experiences == []

@@ -15,13 +15,14 @@ from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchm
 warnings.filterwarnings("ignore", message="No loggers specified")
 
 
-def _template(lr: float = 1e-2):
+def _template(device, lr: float = 1e-2):
     torch.manual_seed(0)
     model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
     plugin = TangentPlugin()
     strategy = SupervisedTemplate(model=model, optimizer=torch.optim.Adam(model.delta_parameters(), lr=lr),
                                   criterion=RescaledSquareLoss(), train_mb_size=8, train_epochs=1,
-                                  plugins=[DivergenceGuardPlugin(), plugin], evaluator=quiet_evaluator())
+                                  plugins=[DivergenceGuardPlugin(), plugin], evaluator=quiet_evaluator(),
+                                  device=device)
     return strategy, plugin
 
 
@@ -35,8 +36,8 @@ def test_trained_tensors_are_the_delta_of_a_tangent_model_else_the_trainable_par
     assert [n for n, _ in named] == [n for n, p in net.named_parameters() if not n.startswith("fc.")]
 
 
-def test_a_non_finite_loss_stops_before_the_step_and_the_transaction_restores(tmp_path):
-    strategy, plugin = _template()
+def test_a_non_finite_loss_stops_before_the_step_and_the_transaction_restores(tmp_path, device):
+    strategy, plugin = _template(device)
     strategy.train(small_benchmark().train_stream[0])
     delta, keys = strategy.model.delta, plugin.composition.keys
     poisoned = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
@@ -49,8 +50,8 @@ def test_a_non_finite_loss_stops_before_the_step_and_the_transaction_restores(tm
         assert torch.equal(strategy.model.delta[name], delta[name]), name
 
 
-def test_a_step_that_makes_delta_non_finite_stops_and_the_plugin_rolls_back():
-    strategy, plugin = _template()
+def test_a_step_that_makes_delta_non_finite_stops_and_the_plugin_rolls_back(device):
+    strategy, plugin = _template(device)
     bm = small_benchmark()
     strategy.train(bm.train_stream[0])
     delta = strategy.model.delta

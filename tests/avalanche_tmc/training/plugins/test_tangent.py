@@ -23,8 +23,8 @@ class _StopAtOnce(SupervisedPlugin):
         strategy.stop_training()
 
 
-def test_an_experience_without_a_training_step_is_not_composed(bm):
-    strategy = train_seeded(tmc(), bm.train_stream[:1])
+def test_an_experience_without_a_training_step_is_not_composed(bm, device):
+    strategy = train_seeded(tmc(device=device), bm.train_stream[:1])
     before = strategy.composed_delta
     strategy.plugins.append(_StopAtOnce())
     with pytest.raises(ValueError, match="no training step"):
@@ -33,9 +33,9 @@ def test_an_experience_without_a_training_step_is_not_composed(bm):
     assert all(torch.equal(before[n], strategy.composed_delta[n]) for n in before)
 
 
-def test_a_base_changed_after_training_is_refused(bm):
+def test_a_base_changed_after_training_is_refused(bm, device):
     """Issue 21: loading other base weights into the wrapped network went unnoticed at evaluation."""
-    strategy = train_seeded(tmc(), bm.train_stream[:1])
+    strategy = train_seeded(tmc(device=device), bm.train_stream[:1])
     torch.manual_seed(7)
     strategy.model.model.load_state_dict(TinyResNet(num_classes=NUM_CLASSES).state_dict())
     with pytest.raises(ValueError, match="changed since the components were trained"):

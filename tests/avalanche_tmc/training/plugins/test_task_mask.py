@@ -78,10 +78,10 @@ def _expected_classes(experience):
 
 @pytest.mark.parametrize("name", GENERATORS)
 @pytest.mark.parametrize("learner", ["tmc", "analytic"])
-def test_every_benchmark_generator_works(name, learner):
+def test_every_benchmark_generator_works(name, learner, device):
     make, task_il = _generators()[name]
     bm = make()
-    strategy = tmc() if learner == "tmc" else analytic()
+    strategy = tmc(device=device) if learner == "tmc" else analytic(device=device)
     train = list(bm.train_stream)
     for exp in train:
         strategy.train(exp)
