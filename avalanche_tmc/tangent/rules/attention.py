@@ -9,11 +9,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .._ops import add_tangents
+from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
 from .linear import bind
 
 __all__ = ["softmax", "attention_rule", "scaled_dot_product_attention"]
+
+aten = torch.ops.aten
 
 
 @register_rule(F.softmax, torch.softmax, "softmax")
@@ -31,9 +34,13 @@ def softmax(call: Call) -> RuleResult:
     if dim is None or extra or len(args) > 2:
         return None
     y = torch.softmax(args[0], dim)
-    if d_args[0] is None:
+    dx = d_args[0]
+    if dx is None:
         return y, None
-    weighted = y * d_args[0]
+    if dx.dtype == y.dtype == args[0].dtype and not autocast_enabled(y.device.type):
+        # the Jacobian diag(y) − y·yᵀ is symmetric: softmax's backward kernel, one pass
+        return y, aten._softmax_backward_data(dx, y, dim, y.dtype)
+    weighted = y * dx
     return y, weighted - y * weighted.sum(dim, keepdim=True)
 
 
@@ -42,7 +49,68 @@ def attention_rule(
     attn_mask: Optional[Tensor] = None, is_causal: bool = False, scale: Optional[float] = None,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """``softmax(q·kᵀ·s + mask)·v`` (scaled dot-product attention without dropout) and its
-    tangent ``dP·v + P·dv`` with ``dP = P ⊙ (dS − Σ P ⊙ dS)``, ``dS = (dq·kᵀ + q·dkᵀ)·s``."""
+    tangent ``dP·v + P·dv`` with ``dP = P ⊙ (dS − Σ P ⊙ dS)``, ``dS = (dq·kᵀ + q·dkᵀ)·s``.
+
+    The work is that of TAFT's tangent attention without its waste: no ``N×N×N`` product
+    (``Σ P ⊙ dS`` is a row sum, not ``diag(dS·Pᵀ)``) and no tensor larger than ``N×N`` per
+    head. ``dP`` is softmax's backward kernel applied to ``dS`` (the softmax Jacobian
+    ``diag(P) − PPᵀ`` is symmetric): one pass instead of four. The products are batched
+    matrix products on 3-D views, each input made contiguous once (``q`` and ``v`` serve
+    two products each); the scale rides on the products (``alpha``) and the two terms of
+    ``dS`` and of the output tangent accumulate in place (``baddbmm_``; a product's backward
+    keeps its inputs, not its output, so this is safe in a training step too)."""
+    if autocast_enabled(q.device.type) or any(
+        t is not None and (t.dtype != q.dtype or t.requires_grad) for t in (k, v, attn_mask)
+    ) or q.requires_grad:
+        return _attention_unfused(q, k, v, dq, dk, dv, attn_mask, is_causal, scale)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch, n, m = q.shape[:-2], q.shape[-2], k.shape[-2]
+    qb, kb, vb = _broadcast(q, k, v)
+    q3, k3, v3 = (t.reshape((-1,) + t.shape[-2:]) for t in (qb, kb, vb))
+    kt = k3.transpose(1, 2)
+    scores = torch.baddbmm(q3.new_empty(()), q3, kt, beta=0.0, alpha=scale)
+    if is_causal:
+        causal = torch.ones(n, m, dtype=torch.bool, device=q.device).tril()
+        scores.masked_fill_(~causal, float("-inf"))
+    if attn_mask is not None:
+        mask = attn_mask.expand(batch + (n, m)).reshape(-1, n, m)
+        if mask.dtype == torch.bool:
+            scores.masked_fill_(~mask, float("-inf"))
+        else:
+            scores.add_(mask)
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.bmm(probs, v3).view(batch + (n, v.shape[-1]))
+    d_scores = None
+    if dq is not None:
+        d_scores = torch.baddbmm(scores.new_empty(()), dq.expand(qb.shape).reshape(q3.shape), kt, beta=0.0,
+                                 alpha=scale)
+    if dk is not None:
+        dkt = dk.expand(kb.shape).reshape(k3.shape).transpose(1, 2)
+        if d_scores is None:
+            d_scores = torch.baddbmm(scores.new_empty(()), q3, dkt, beta=0.0, alpha=scale)
+        else:
+            d_scores = d_scores.baddbmm_(q3, dkt, alpha=scale)
+    d_out = None
+    if d_scores is not None:
+        d_probs = aten._softmax_backward_data(d_scores, probs, -1, probs.dtype)
+        d_out = torch.bmm(d_probs, v3)
+    if dv is not None:
+        dv3 = dv.expand(vb.shape).reshape(v3.shape)
+        d_out = torch.bmm(probs, dv3) if d_out is None else d_out.baddbmm_(probs, dv3)
+    return out, (None if d_out is None else d_out.view(out.shape))
+
+
+def _broadcast(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """``q``, ``k``, ``v`` with their batch dimensions broadcast to one shape."""
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    return tuple(t.expand(batch + t.shape[-2:]) for t in (q, k, v))  # type: ignore[return-value]
+
+
+def _attention_unfused(
+    q: Tensor, k: Tensor, v: Tensor, dq: Optional[Tensor], dk: Optional[Tensor], dv: Optional[Tensor],
+    attn_mask: Optional[Tensor] = None, is_causal: bool = False, scale: Optional[float] = None,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """The same with out-of-place operations (under autocast; primals with gradients)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale
     if is_causal:

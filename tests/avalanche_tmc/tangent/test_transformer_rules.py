@@ -108,6 +108,8 @@ class Attention(nn.Module):
         b, n, _ = x.shape
         heads = lambda t: t.view(b, n, 2, 4).transpose(1, 2)  # noqa: E731
         q, k, v = heads(self.q(x)), heads(x if self.which == "q" else self.k(x)), heads(self.v(x))
+        if self.which == "broadcast":  # one key set for the whole batch
+            k = k[:1]
         if self.which == "causal":
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         elif self.which == "bool_mask":
@@ -121,7 +123,7 @@ class Attention(nn.Module):
 
 @pytest.mark.parametrize("which,linearize", [
     ("plain", "all"), ("plain", ["q"]), ("plain", ["k"]), ("plain", ["v"]), ("plain", ["q", "k"]),
-    ("q", ["q", "out"]), ("causal", "all"), ("bool_mask", "all"), ("add_mask", "all"),
+    ("q", ["q", "out"]), ("broadcast", "all"), ("broadcast", ["k"]), ("causal", "all"), ("bool_mask", "all"), ("add_mask", "all"),
 ])
 def test_scaled_dot_product_attention(which, linearize):
     torch.manual_seed(0)
