@@ -1,6 +1,7 @@
 """The one additive composition (issue 21): δ composition, statistics composition, component
 files and the parallel sum are the same class and agree with independent computations;
-forgetting a member needs that very member back; the total weight stays finite."""
+forgetting a member needs that very member back; the total weight stays finite. On the
+tests' ``device``."""
 
 import ast
 from collections import OrderedDict
@@ -13,15 +14,20 @@ from avalanche_tmc import AnalyticHeadStrategy, DeltaComposition, TangentModel, 
 from avalanche_tmc.composition.additive import AdditiveComposition, tensors_sha256
 from avalanche_tmc.composition.learner import ComposableLearner
 from avalanche_tmc.composition.statistics import StatisticsComposition, head_statistics
-from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
+from tests.helpers import NUM_CLASSES, TinyResNet, random_delta, to_device
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def tm():
+def tm(device):
     torch.manual_seed(0)
-    return TangentModel(TinyResNet(), num_classes=NUM_CLASSES)
+    return TangentModel(TinyResNet(), num_classes=NUM_CLASSES).to(device)
+
+
+def delta_of(tm, seed, device):
+    """A random δ of ``tm`` on ``device``."""
+    return to_device(random_delta(tm, seed=seed), device)
 
 
 def test_every_composition_is_the_additive_class():
@@ -35,8 +41,8 @@ def test_every_composition_is_the_additive_class():
                 assert getattr(cls, name) is not getattr(ComposableLearner, name), (cls.__name__, name)
 
 
-def test_weighted_sum_add_forget_merge_against_a_direct_computation(tm):
-    deltas = [random_delta(tm, seed=s) for s in range(3)]
+def test_weighted_sum_add_forget_merge_against_a_direct_computation(tm, device):
+    deltas = [delta_of(tm, s, device) for s in range(3)]
     weights = [0.5, 2.0, 3.0]
     composition = DeltaComposition(keep_components=False)
     for key, (d, w) in enumerate(zip(deltas, weights)):
@@ -65,8 +71,8 @@ def test_weighted_sum_add_forget_merge_against_a_direct_computation(tm):
     assert merged.keys == [0, 2]
 
 
-def test_statistics_are_summed_unscaled_with_their_count_as_weight():
-    x, y = torch.randn(10, 5), torch.arange(10) % 3
+def test_statistics_are_summed_unscaled_with_their_count_as_weight(device):
+    x, y = torch.randn(10, 5).to(device), (torch.arange(10) % 3).to(device)
     a, b = head_statistics(x[:4], y[:4], 3), head_statistics(x[4:], y[4:], 3)
     composition = StatisticsComposition()
     composition.add(0, a)
@@ -77,9 +83,9 @@ def test_statistics_are_summed_unscaled_with_their_count_as_weight():
     assert composition.weights == {0: 4.0, 1: 6.0}
 
 
-def test_forget_without_kept_components_needs_the_very_member(tm):
+def test_forget_without_kept_components_needs_the_very_member(tm, device):
     """Issue 21: with keep_components=False, forget(2, delta=δ_0) was accepted."""
-    deltas = [random_delta(tm, seed=s) for s in range(3)]
+    deltas = [delta_of(tm, s, device) for s in range(3)]
     composition = DeltaComposition(keep_components=False)
     for key, d in enumerate(deltas):
         composition.add(key, d)
@@ -96,9 +102,9 @@ def test_forget_without_kept_components_needs_the_very_member(tm):
     assert composition.checksums == {0: tensors_sha256(deltas[0]), 1: tensors_sha256(deltas[1])}
 
 
-def test_total_weight_never_overflows(tm):
+def test_total_weight_never_overflows(tm, device):
     """Issue 21: two weights of 1e308 gave W = inf and a zero δ."""
-    a, b = ({n: t.double() for n, t in random_delta(tm, seed=s).items()} for s in (1, 2))  # w·δ fits in float64
+    a, b = ({n: t.double() for n, t in delta_of(tm, s, device).items()} for s in (1, 2))  # w·δ fits in float64
     composition = DeltaComposition()
     composition.add(0, a, 1e308)
     with pytest.raises(ValueError, match="infinite|not finite"):
@@ -111,11 +117,11 @@ def test_total_weight_never_overflows(tm):
     assert composition.keys == [0]
 
 
-def test_snapshot_and_restore_are_exact(tm):
+def test_snapshot_and_restore_are_exact(tm, device):
     composition = DeltaComposition(keep_components=False)
-    composition.add(0, random_delta(tm, seed=1))
+    composition.add(0, delta_of(tm, 1, device))
     state = composition.snapshot()
-    composition.add(1, random_delta(tm, seed=2))
+    composition.add(1, delta_of(tm, 2, device))
     composition.restore(state)
     assert composition.keys == [0] and composition.checksums.keys() == {0}
     assert isinstance(composition.empty_like(), DeltaComposition) and len(composition.empty_like()) == 0

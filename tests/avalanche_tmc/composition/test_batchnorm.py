@@ -1,4 +1,5 @@
-"""reestimate_batchnorm against statistics computed by hand, and its effect on TMC."""
+"""reestimate_batchnorm against statistics computed by hand, and its effect on TMC (on the
+tests' ``device``)."""
 
 import copy
 
@@ -7,14 +8,14 @@ import torch
 from torch import nn
 
 from avalanche_tmc import DeltaComposition, TangentModel, reestimate_batchnorm
-from tests.helpers import TinyResNet, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, random_delta, randomize_batchnorm, to_device
 
 
-def test_statistics_are_the_average_of_the_batch_statistics_and_nothing_else_changes():
+def test_statistics_are_the_average_of_the_batch_statistics_and_nothing_else_changes(device):
     torch.manual_seed(0)
-    net = randomize_batchnorm(TinyResNet()).eval()
+    net = randomize_batchnorm(TinyResNet()).eval().to(device)
     before = copy.deepcopy(net.state_dict())
-    batches = [torch.randn(8, 1, 8, 8) * 2 + 1 for _ in range(3)]
+    batches = [(torch.randn(8, 1, 8, 8) * 2 + 1).to(device) for _ in range(3)]
     # by hand: the stem's BatchNorm sees the stem convolution's output
     conv = net.stem[0]
     with torch.no_grad():
@@ -31,12 +32,12 @@ def test_statistics_are_the_average_of_the_batch_statistics_and_nothing_else_cha
     assert net.stem[1].momentum == 0.1
 
 
-def test_deterministic_and_accepts_dataloader_batches():
+def test_deterministic_and_accepts_dataloader_batches(device):
     torch.manual_seed(1)
     data = torch.utils.data.TensorDataset(torch.randn(20, 1, 8, 8), torch.randint(0, 3, (20,)))
-    loader = torch.utils.data.DataLoader(data, batch_size=5)
+    loader = torch.utils.data.DataLoader(data, batch_size=5)  # CPU batches: moved to the model's device
     torch.manual_seed(5)
-    net = randomize_batchnorm(TinyResNet())
+    net = randomize_batchnorm(TinyResNet()).to(device)
     a = reestimate_batchnorm(copy.deepcopy(net), loader)
     b = reestimate_batchnorm(copy.deepcopy(net), loader)
     for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
@@ -45,15 +46,16 @@ def test_deterministic_and_accepts_dataloader_batches():
     assert int(one.stem[1].num_batches_tracked) == 1
 
 
-def test_composition_and_forgetting_stay_exact_around_the_new_base_point():
+def test_composition_and_forgetting_stay_exact_around_the_new_base_point(device):
     torch.manual_seed(2)
-    net = reestimate_batchnorm(randomize_batchnorm(TinyResNet()), [torch.randn(16, 1, 8, 8)])
+    net = randomize_batchnorm(TinyResNet()).to(device)
+    net = reestimate_batchnorm(net, [torch.randn(16, 1, 8, 8).to(device)])
     tm = TangentModel(net).double()
     comp = DeltaComposition()
-    deltas = [random_delta(tm, 0.1, seed) for seed in range(3)]
+    deltas = [to_device(random_delta(tm, 0.1, seed), device) for seed in range(3)]
     for i, d in enumerate(deltas):
         comp.add(i, d)
-    x = torch.randn(4, 1, 8, 8, dtype=torch.float64)
+    x = torch.randn(4, 1, 8, 8, dtype=torch.float64).to(device)
     with torch.no_grad():
         composed = tm.forward_with(x, comp.composed())
         members = torch.stack([tm.forward_with(x, d) for d in deltas]).mean(0)

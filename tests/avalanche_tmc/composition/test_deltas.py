@@ -1,4 +1,5 @@
-"""Delta algebra, composition against the ensemble it must equal, exact forgetting."""
+"""Delta algebra, composition against the ensemble it must equal, exact forgetting (on the
+tests' ``device``)."""
 
 import pytest
 import torch
@@ -13,17 +14,22 @@ from avalanche_tmc import (
     subtract_deltas,
     weighted_sum,
 )
-from tests.helpers import TinyResNet, random_delta, randomize_batchnorm
+from tests.helpers import TinyResNet, random_delta, randomize_batchnorm, to_device
 
 
 @pytest.fixture
-def tm():
+def tm(device):
     torch.manual_seed(0)
-    return TangentModel(randomize_batchnorm(TinyResNet()), num_classes=4).double()
+    return TangentModel(randomize_batchnorm(TinyResNet()), num_classes=4).double().to(device)
+
+
+def delta_of(tm, seed=0):
+    """A random δ of ``tm``, on its device."""
+    return to_device(random_delta(tm, seed=seed), next(tm.parameters()).device)
 
 
 def test_algebra(tm):
-    a, b = random_delta(tm, seed=1), random_delta(tm, seed=2)
+    a, b = delta_of(tm, seed=1), delta_of(tm, seed=2)
     for n in a:
         torch.testing.assert_close(add_deltas(a, b)[n], a[n] + b[n])
         torch.testing.assert_close(subtract_deltas(a, b)[n], a[n] - b[n])
@@ -31,18 +37,18 @@ def test_algebra(tm):
         torch.testing.assert_close(weighted_sum([a, b], [0.25, 3.0])[n], 0.25 * a[n] + 3.0 * b[n])
 
 
-def test_incompatible_deltas_are_refused(tm):
-    a = random_delta(tm, seed=1)
-    other = TangentModel(TinyResNet(width=6), num_classes=4).double()
+def test_incompatible_deltas_are_refused(tm, device):
+    a = delta_of(tm, seed=1)
+    other = TangentModel(TinyResNet(width=6), num_classes=4).double().to(device)
     with pytest.raises(ValueError, match="shapes differ"):
-        add_deltas(a, random_delta(other))
+        add_deltas(a, delta_of(other))
     with pytest.raises(ValueError, match="names differ"):
         compose([a, {"x": torch.zeros(1)}])
 
 
-def test_composed_model_equals_the_weighted_logit_ensemble(tm):
-    x = torch.randn(5, 1, 8, 8, dtype=torch.float64)
-    deltas = [random_delta(tm, seed=s) for s in range(4)]
+def test_composed_model_equals_the_weighted_logit_ensemble(tm, device):
+    x = torch.randn(5, 1, 8, 8, dtype=torch.float64).to(device)
+    deltas = [delta_of(tm, seed=s) for s in range(4)]
     weights = [1.0, 2.0, 0.5, 3.0]
     with torch.no_grad():
         members = [tm.forward_with(x, d) for d in deltas]
@@ -51,7 +57,7 @@ def test_composed_model_equals_the_weighted_logit_ensemble(tm):
 
 
 def test_running_mean_matches_the_paper_recursion(tm):
-    deltas = [random_delta(tm, seed=s) for s in range(5)]
+    deltas = [delta_of(tm, seed=s) for s in range(5)]
     composition = DeltaComposition()
     running = None
     for t, d in enumerate(deltas, start=1):
@@ -64,7 +70,7 @@ def test_running_mean_matches_the_paper_recursion(tm):
 
 @pytest.mark.parametrize("keep", [True, False])
 def test_forgetting_equals_composing_the_remaining_tasks(tm, keep):
-    deltas = {t: random_delta(tm, seed=10 + t) for t in range(5)}
+    deltas = {t: delta_of(tm, seed=10 + t) for t in range(5)}
     sizes = {0: 100, 1: 300, 2: 50, 3: 120, 4: 80}
     composition = DeltaComposition(keep_components=keep)
     for t, d in deltas.items():
@@ -79,7 +85,7 @@ def test_forgetting_equals_composing_the_remaining_tasks(tm, keep):
 
 
 def test_order_does_not_matter_and_forgetting_everything_gives_the_base(tm):
-    deltas = [random_delta(tm, seed=s) for s in range(3)]
+    deltas = [delta_of(tm, seed=s) for s in range(3)]
     forward, backward = DeltaComposition(), DeltaComposition()
     for i, d in enumerate(deltas):
         forward.add(i, d)
@@ -94,12 +100,12 @@ def test_order_does_not_matter_and_forgetting_everything_gives_the_base(tm):
 
 def test_composition_errors(tm):
     composition = DeltaComposition(keep_components=False)
-    composition.add("a", random_delta(tm))
+    composition.add("a", delta_of(tm))
     with pytest.raises(KeyError, match="already"):
-        composition.add("a", random_delta(tm))
+        composition.add("a", delta_of(tm))
     with pytest.raises(ValueError, match="pass its delta"):
         composition.forget("a")
     with pytest.raises(RuntimeError, match="not stored"):
         composition.components
     with pytest.raises(ValueError, match="positive"):
-        composition.add("b", random_delta(tm), weight=0)
+        composition.add("b", delta_of(tm), weight=0)

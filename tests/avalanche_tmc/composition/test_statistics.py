@@ -1,4 +1,5 @@
-"""Sufficient-statistics composition against ridge on the union of the data (float64)."""
+"""Sufficient-statistics composition against ridge on the union of the data (float64; the
+library's on the tests' ``device``, the references on the CPU)."""
 
 import pytest
 import torch
@@ -15,34 +16,35 @@ from avalanche_tmc.composition.statistics import (
 C, D = 6, 10
 
 
-def tasks(seed=0):
+def tasks(seed=0, device="cpu"):
     gen = torch.Generator().manual_seed(seed)
     out = []
     for t in range(3):
         y = torch.arange(2 * t, 2 * t + 2).repeat(15)
         x = torch.randn(len(y), D, generator=gen, dtype=torch.float64) + y.unsqueeze(1).double() * 0.3
-        out.append((x, y))
+        out.append((x.to(device), y.to(device)))
     return out
 
 
 def ridge_on_union(data, lam, beta):
-    x = torch.cat([d[0] for d in data])
-    y = beta * torch.nn.functional.one_hot(torch.cat([d[1] for d in data]), C).double()
+    x = torch.cat([d[0] for d in data]).cpu()
+    y = beta * torch.nn.functional.one_hot(torch.cat([d[1] for d in data]).cpu(), C).double()
     return torch.linalg.solve(x.T @ x + lam * torch.eye(D, dtype=torch.float64), x.T @ y), x, y
 
 
-def test_summed_statistics_give_the_ridge_head_of_the_union():
-    data = tasks()
+def test_summed_statistics_give_the_ridge_head_of_the_union(device):
+    data = tasks(device=device)
     comp = StatisticsComposition()
     for t, (x, y) in enumerate(data):
         comp.add(t, head_statistics(x, y, C, beta=25.0))
     w, _ = ridge_head(comp.summed(), lam=0.7)
     expected, _, _ = ridge_on_union(data, 0.7, 25.0)
-    torch.testing.assert_close(w, expected, rtol=1e-10, atol=1e-10)
+    assert w.device == data[0][0].device
+    torch.testing.assert_close(w.cpu(), expected, rtol=1e-10, atol=1e-10)
 
 
-def test_forgetting_equals_never_adding_and_order_does_not_matter():
-    data = tasks(1)
+def test_forgetting_equals_never_adding_and_order_does_not_matter(device):
+    data = tasks(1, device)
     full, without, reversed_order = StatisticsComposition(), StatisticsComposition(), StatisticsComposition()
     for t, (x, y) in enumerate(data):
         full.add(t, head_statistics(x, y, C))
@@ -62,8 +64,8 @@ def test_forgetting_equals_never_adding_and_order_does_not_matter():
         torch.testing.assert_close(full.summed()[key], reversed_order.summed()[key], rtol=1e-12, atol=1e-10)
 
 
-def test_gcv_matches_a_direct_computation_on_the_data():
-    data = tasks(2)
+def test_gcv_matches_a_direct_computation_on_the_data(device):
+    data = tasks(2, device)
     stats = StatisticsComposition()
     for t, (x, y) in enumerate(data):
         stats.add(t, head_statistics(x, y, C, beta=5.0))
@@ -78,10 +80,10 @@ def test_gcv_matches_a_direct_computation_on_the_data():
         assert score == pytest.approx(direct, rel=1e-8)
 
 
-def test_gcv_never_picks_an_interpolating_lambda_with_more_features_than_samples():
+def test_gcv_never_picks_an_interpolating_lambda_with_more_features_than_samples(device):
     gen = torch.Generator().manual_seed(5)
-    y = torch.arange(C).repeat(5)  # 30 samples
-    x = torch.relu(torch.randn(len(y), 200, generator=gen, dtype=torch.float64))  # 200 features
+    y = torch.arange(C).repeat(5).to(device)  # 30 samples
+    x = torch.relu(torch.randn(len(y), 200, generator=gen, dtype=torch.float64)).to(device)  # 200 features
     stats = head_statistics(x, y, C)
     lam, scores = gcv_ridge_lambda(stats)
     evals = torch.linalg.eigvalsh(stats["gram"]).clamp(min=0)
@@ -90,19 +92,19 @@ def test_gcv_never_picks_an_interpolating_lambda_with_more_features_than_samples
     assert any(v == float("inf") for v in scores.values())  # the tiny penalties were excluded
 
 
-def test_class_means_and_random_features():
-    x, y = tasks(3)[0]
+def test_class_means_and_random_features(device):
+    x, y = tasks(3, device)[0]
     stats = head_statistics(x, y, C)
     means = class_means(stats)
     torch.testing.assert_close(means[0], x[y == 0].mean(0))
     assert torch.count_nonzero(means[5]) == 0
-    proj_a, proj_b = RandomReLUFeatures(D, 50, seed=4), RandomReLUFeatures(D, 50, seed=4)
+    proj_a, proj_b = RandomReLUFeatures(D, 50, seed=4).to(device), RandomReLUFeatures(D, 50, seed=4).to(device)
     torch.testing.assert_close(proj_a(x), proj_b(x))
     assert (proj_a(x) >= 0).all() and proj_a(x).shape == (len(x), 50)
 
 
-def test_bad_inputs():
-    x, y = tasks()[0]
+def test_bad_inputs(device):
+    x, y = tasks(device=device)[0]
     with pytest.raises(ValueError, match="Targets"):
         head_statistics(x, y + 10, C)
     comp = StatisticsComposition(keep_components=False)
