@@ -8,12 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._ops import needs_grad, same_format
 from ..registry import Call, NotApplicable, RuleResult, register_rule
 from .dense import dense_rule
 
 __all__ = [
     "bilinear_rule", "bilinear_module", "bilinear_function", "conv_apply", "pad_same", "conv_conf_of",
-    "is_timm_conv2d_same", "bind",
+    "is_timm_conv2d_same", "bind", "conv_accumulate", "conv_input_grad", "fold_affine", "conv_tangent_forward",
+    "conv_tangent", "tangent_node_applies",
 ]
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -78,6 +80,177 @@ def conv_apply(x: Tensor, weight: Tensor, bias: Optional[Tensor], conf: Dict[str
     )
 
 
+def _tuple(value: Any, dim: int) -> List[int]:
+    return [value] * dim if isinstance(value, int) else list(value)
+
+
+def _mkldnn_accumulates(out: Tensor, x: Tensor, weight: Tensor, conf: Dict[str, Any]) -> bool:
+    """Whether oneDNN can add a 2-D convolution of ``x`` into ``out`` (its "add" post-op):
+    CPU float32 tensors in one layout (contiguous or channels-last alike), numeric padding."""
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
+        return False
+    if conf["dim"] != 2 or isinstance(conf["padding"], str) or out.requires_grad:
+        return False
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (out, x, weight)):
+        return False
+    for fmt in (torch.channels_last, torch.contiguous_format):
+        if out.is_contiguous(memory_format=fmt) and x.is_contiguous(memory_format=fmt):
+            return True
+    return False
+
+
+def conv_accumulate(out: Optional[Tensor], x: Tensor, weight: Tensor, bias: Optional[Tensor],
+                    conf: Dict[str, Any]) -> Tensor:
+    """``out + conv(x, weight, bias)``, written into ``out`` (a tensor this rule made and no
+    one else holds; None: the convolution alone). On CPU float32 the convolution adds into
+    ``out`` itself (oneDNN's post-op): no second activation-sized tensor and no pass of
+    its own for the sum."""
+    if out is None:
+        return conv_apply(x, weight, bias, conf)
+    if _center_tap(x, weight, conf) is None and _mkldnn_accumulates(out, x, weight, conf):
+        return torch.ops.mkldnn._convolution_pointwise_.binary(
+            out, x, weight, bias, _tuple(conf["padding"], 2), _tuple(conf["stride"], 2),
+            _tuple(conf["dilation"], 2), conf["groups"], "add", None, None, [], None,
+        )
+    return out.add_(conv_apply(x, weight, bias, conf))
+
+
+def conv_input_grad(grad: Tensor, weight: Tensor, shape: Sequence[int], strides: Sequence[int],
+                    conf: Dict[str, Any]) -> Tensor:
+    """The gradient w.r.t. the input of ``conv(input, weight)`` (an input of this shape and
+    layout: its values are not needed, so the forward need not keep it)."""
+    dim = conf["dim"]
+    fake = torch.empty_strided(shape, strides, dtype=grad.dtype, device=grad.device)  # never read
+    return torch.ops.aten.convolution_backward(
+        grad, fake, weight, None, _tuple(conf["stride"], dim), _tuple(conf["padding"], dim),
+        _tuple(conf["dilation"], dim), False, [0] * dim, conf["groups"], (True, False, False),
+    )[0]
+
+
+def _per_channel(v: Tensor, dim: int) -> Tensor:
+    return v.view(-1, *([1] * dim))
+
+
+def fold_affine(
+    weight: Tensor, d_weight: Optional[Tensor], d_bias: Optional[Tensor], affine: Optional[Tuple[Tensor, ...]],
+    d_gamma: Optional[Tensor], d_beta: Optional[Tensor],
+) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Weights of the tangent of ``A(conv(·))`` for a per-output-channel affine map ``A``
+    (BatchNorm on running statistics: ``affine = (s, 1/σ, b − μ)``, ``s = γ/σ``; None: no
+    map): ``(s·W, s·δW + (δγ/σ)·W, s·δb + δβ + (δγ/σ)(b − μ))``, None where a term is absent."""
+    if affine is None:
+        return weight, d_weight, d_bias
+    scale, inv, shift = affine
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+    weight_x: Optional[Tensor] = None
+    if d_weight is not None:
+        weight_x = d_weight * scale.view(shape)
+    if d_gamma is not None:
+        gamma_term = weight * (d_gamma * inv).view(shape)
+        weight_x = gamma_term if weight_x is None else weight_x.add_(gamma_term)
+    offset: Optional[Tensor] = None if d_bias is None else d_bias * scale
+    if d_beta is not None:
+        offset = d_beta.clone() if offset is None else offset + d_beta
+    if d_gamma is not None:
+        gamma_offset = d_gamma * inv * shift
+        offset = gamma_offset if offset is None else offset + gamma_offset
+    weight_dx = same_format(weight * scale.view(shape), weight)
+    return weight_dx, None if weight_x is None else same_format(weight_x, weight), offset
+
+
+def conv_tangent_forward(
+    x: Tensor, dx: Optional[Tensor], weight: Tensor, d_weight: Optional[Tensor], d_bias: Optional[Tensor],
+    conf: Dict[str, Any], affine: Optional[Tuple[Tensor, ...]] = None, d_gamma: Optional[Tensor] = None,
+    d_beta: Optional[Tensor] = None,
+) -> Optional[Tensor]:
+    """``A'·(conv(dx, W) + conv(x, δW) + δb) + δA(conv(x, W))`` without autograd: the folded
+    weights (:func:`fold_affine`), then one convolution added into the other."""
+    weight_dx, weight_x, offset = fold_affine(weight, d_weight, d_bias, affine, d_gamma, d_beta)
+    out = None if weight_x is None else conv_apply(x, weight_x, offset, conf)
+    if dx is not None:
+        out = conv_accumulate(out, dx, weight_dx, offset if out is None else None, conf)
+    if out is None and offset is not None:
+        probe = conv_apply(x[:1], weight, None, conf)  # the output's shape
+        return _per_channel(offset, conf["dim"]).expand(x.shape[0], *probe.shape[1:])
+    return out
+
+
+class _ConvTangent(torch.autograd.Function):
+    """The tangent of a convolution (optionally followed by a per-channel affine map: BatchNorm
+    on running statistics) as one autograd node: forward :func:`conv_tangent_forward`;
+    backward the input gradient through the folded weight (``dx`` is not kept) and the
+    weight gradient from ``x``, mapped back to ``δW``, ``δb``, ``δγ``, ``δβ``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, dx: Optional[Tensor], d_weight: Optional[Tensor], d_bias: Optional[Tensor],
+                d_gamma: Optional[Tensor], d_beta: Optional[Tensor], weight: Tensor,
+                affine: Optional[Tuple[Tensor, ...]], conf: Dict[str, Any]) -> Tensor:
+        out = conv_tangent_forward(x, dx, weight, d_weight, d_bias, conf, affine, d_gamma, d_beta)
+        ctx.conf, ctx.affine = conf, affine
+        ctx.dx_layout = None if dx is None else (dx.shape, dx.stride())
+        ctx.d_weight_stride = None if d_weight is None else d_weight.stride()
+        ctx.save_for_backward(x if (d_weight is not None or d_gamma is not None) else None, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
+        x, weight = ctx.saved_tensors
+        conf, affine = ctx.conf, ctx.affine
+        dim = conf["dim"]
+        needs = ctx.needs_input_grad
+        wshape = (-1,) + (1,) * (weight.dim() - 1)
+        grad_dx = grad_w = grad_b = grad_g = grad_beta = None
+        if needs[1]:
+            weight_dx = weight if affine is None else same_format(weight * affine[0].view(wshape), weight)
+            grad_dx = conv_input_grad(grad, weight_dx, *ctx.dx_layout, conf)
+        g_weight = None
+        if needs[2] or needs[4]:
+            g_weight = torch.ops.aten.convolution_backward(
+                grad, x, weight, None, _tuple(conf["stride"], dim), _tuple(conf["padding"], dim),
+                _tuple(conf["dilation"], dim), False, [0] * dim, conf["groups"], (False, True, False),
+            )[1]
+        g_sum = grad.sum([0] + list(range(2, grad.dim()))) if (needs[3] or needs[4] or needs[5]) else None
+        if affine is None:
+            grad_w, grad_b = g_weight, g_sum
+        else:
+            scale, inv, shift = affine
+            if needs[2]:
+                grad_w = g_weight * scale.view(wshape)
+            if needs[3]:
+                grad_b = g_sum * scale
+            if needs[4]:
+                grad_g = inv * ((weight * g_weight).sum(list(range(1, weight.dim()))) + g_sum * shift)
+            if needs[5]:
+                grad_beta = g_sum
+        if grad_w is not None and ctx.d_weight_stride is not None and grad_w.stride() != ctx.d_weight_stride:
+            grad_w = torch.empty_strided(grad_w.shape, ctx.d_weight_stride, dtype=grad_w.dtype,
+                                         device=grad_w.device).copy_(grad_w)
+        return None, grad_dx, grad_w, grad_b, grad_g, grad_beta, None, None, None
+
+
+def tangent_node_applies(x: Tensor, weight: Tensor, conf: Dict[str, Any]) -> bool:
+    """Whether a training step uses :func:`conv_tangent`'s single autograd node: not under
+    autocast (autograd through each dtype conversion instead), and not on a 1x1 input
+    (there the forward is a matrix product with the centre tap, whose autograd is cheap;
+    the convolution backward kernels measured up to 4 ms for one 5x5 depthwise layer of
+    EfficientNet-Lite0 at 32 px)."""
+    return not torch.is_autocast_enabled(x.device.type) and _center_tap(x, weight, conf) is None
+
+
+def conv_tangent(
+    x: Tensor, dx: Optional[Tensor], weight: Tensor, d_weight: Optional[Tensor], d_bias: Optional[Tensor],
+    conf: Dict[str, Any], affine: Optional[Tuple[Tensor, ...]] = None, d_gamma: Optional[Tensor] = None,
+    d_beta: Optional[Tensor] = None,
+) -> Optional[Tensor]:
+    """The tangent of ``A(conv(x, W) + b)`` (``A``: a per-channel affine map, see
+    :func:`fold_affine`, or None): one autograd node when ``δ`` needs gradients
+    (:class:`_ConvTangent`: it keeps ``x`` for the weight gradient, never ``dx``, and no
+    activation-sized sums or BatchNorm passes), else :func:`conv_tangent_forward`."""
+    if needs_grad(dx, d_weight, d_bias, d_gamma, d_beta):
+        return _ConvTangent.apply(x, dx, d_weight, d_bias, d_gamma, d_beta, weight, affine, conf)
+    return conv_tangent_forward(x, dx, weight, d_weight, d_bias, conf, affine, d_gamma, d_beta)
+
+
 def bilinear_rule(
     x: Tensor,
     dx: Optional[Tensor],
@@ -107,18 +280,23 @@ def bilinear_rule(
         if not has_weight_tangent:
             return y, (None if d_bias is None else d_bias.expand_as(y))
         return y, conv_apply(x, d_weight, d_bias, conf)
+    if not fuse and tangent_node_applies(x, weight, conf):
+        # Training: one autograd node for the tangent (keeps x, not dx; no separate sum).
+        return conv_apply(x, weight, bias, conf), conv_tangent(x, dx, weight, d_weight, d_bias, conf)
     if fuse:
         both = conv_apply(torch.cat([x, dx], 0), weight, None, conf)
         y, dy = both[: x.shape[0]], both[x.shape[0]:]
         if bias is not None:
-            y = y + (bias if conf["kind"] == "linear" else bias.view(1, -1, *([1] * conf["dim"])))
+            y = y + bias.view(1, -1, *([1] * conf["dim"]))
+        if has_weight_tangent:  # added into dy, a part of this call's own output
+            return y, conv_accumulate(dy, x, d_weight, d_bias, conf)
     else:
         y = conv_apply(x, weight, bias, conf)
         dy = conv_apply(dx, weight, None, conf)
     if has_weight_tangent:
         dy = dy + conv_apply(x, d_weight, d_bias, conf)
     elif d_bias is not None:
-        dy = dy + (d_bias if conf["kind"] == "linear" else d_bias.view(1, -1, *([1] * conf["dim"])))
+        dy = dy + d_bias.view(1, -1, *([1] * conf["dim"]))
     return y, dy
 
 

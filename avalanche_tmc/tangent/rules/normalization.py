@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._ops import add_tangents, needs_grad, resolve_attr, same_format
+from .._ops import add_tangents, needs_grad, resolve_attr
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
 from .layernorm import layer_norm_tangent
-from .linear import bilinear_rule, bind, conv_apply, pad_same
+from .linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
 
 __all__ = [
     "batchnorm_rule", "layer_norm_rule", "FOLD_MAX_WEIGHT_RATIO", "fold_batchnorm_into_tangent",
@@ -153,6 +153,15 @@ cached across calls: a cache keyed on tensor versions would miss changes made th
 ``.data``, and a stale base point is a silent wrong answer."""
 
 
+def _batchnorm_affine(
+    conv_bias: Optional[Tensor], mean: Tensor, var: Tensor, gamma: Optional[Tensor], eps: float
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """``(s, 1/σ, b − μ)`` of BatchNorm on running statistics after a convolution with bias
+    ``b`` (see :func:`~avalanche_tmc.tangent.rules.linear.fold_affine`)."""
+    inv = torch.rsqrt(var + eps)
+    return (inv if gamma is None else gamma * inv), inv, (-mean if conv_bias is None else conv_bias - mean)
+
+
 def fold_batchnorm_into_tangent(
     conv: Tuple[Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor]],
     norm: Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]],
@@ -162,24 +171,8 @@ def fold_batchnorm_into_tangent(
     ``s = γ/σ`` and ``offset = s·δb + δβ + (δγ/σ)(b − μ)`` (None where a term is absent)."""
     weight, d_weight, bias, d_bias = conv
     mean, var, gamma, d_gamma, _, d_beta = norm
-    inv = torch.rsqrt(var + eps)
-    scale = inv if gamma is None else gamma * inv
-    shape = (-1,) + (1,) * (weight.dim() - 1)
-    weight_x: Optional[Tensor] = None
-    if d_weight is not None:
-        weight_x = d_weight * scale.view(shape)
-    if d_gamma is not None:
-        gamma_term = weight * (d_gamma * inv).view(shape)
-        weight_x = gamma_term if weight_x is None else weight_x + gamma_term
-    offsets = []
-    if d_bias is not None:
-        offsets.append(d_bias * scale)
-    if d_beta is not None:
-        offsets.append(d_beta)
-    if d_gamma is not None:
-        offsets.append(d_gamma * inv * ((bias if bias is not None else 0.0) - mean))
-    weight_dx = same_format(weight * scale.view(shape), weight)
-    return weight_dx, None if weight_x is None else same_format(weight_x, weight), add_tangents(*offsets)
+    affine = _batchnorm_affine(bias, mean, var, gamma, eps)
+    return fold_affine(weight, d_weight, d_bias, affine, d_gamma, d_beta)
 
 
 def conv_batchnorm_rule(
@@ -192,26 +185,20 @@ def conv_batchnorm_rule(
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """A convolution followed by BatchNorm on running statistics, with the BatchNorm
     folded into the tangent's weights (:func:`fold_batchnorm_into_tangent`):
-    ``dy = conv(dx, s·W) + conv(x, s·δW + (δγ/σ)·W) + offset``.
+    ``dy = conv(dx, s·W) + conv(x, s·δW + (δγ/σ)·W) + offset``, the first convolution
+    added into the second's output.
 
-    Two convolutions and no elementwise BatchNorm pass on the tangent. The primal is the
-    unfused ``BN(conv(x, W) + b)``, so ``f_w`` is exactly the network's own output.
+    Two convolutions and no elementwise BatchNorm pass or sum on the tangent; in a training
+    step one autograd node (:func:`~avalanche_tmc.tangent.rules.linear.conv_tangent`) that
+    keeps only ``x``. The primal is the unfused ``BN(conv(x, W) + b)``, so ``f_w`` is
+    exactly the network's own output.
     """
-    weight, _, bias, _ = conv
-    mean, var, gamma, _, beta, _ = norm
+    weight, d_weight, bias, d_bias = conv
+    mean, var, gamma, d_gamma, beta, d_beta = norm
     z = conv_apply(x, weight, bias, conf)
     y = F.batch_norm(z, mean, var, gamma, beta, False, 0.0, eps)
-    weight_dx, weight_x, offset = fold_batchnorm_into_tangent(conv, norm, eps)
-    terms = []
-    if dx is not None:
-        terms.append(conv_apply(dx, weight_dx, offset, conf))
-        offset = None
-    if weight_x is not None:
-        terms.append(conv_apply(x, weight_x, offset, conf))
-        offset = None
-    if offset is not None:
-        terms.append(offset.view(1, -1, *([1] * conf["dim"])).expand_as(y))
-    return y, add_tangents(*terms)
+    affine = _batchnorm_affine(bias, mean, var, gamma, eps)
+    return y, conv_tangent(x, dx, weight, d_weight, d_bias, conf, affine, d_gamma, d_beta)
 
 
 def _conv_batchnorm_step(call: Call) -> RuleResult:
@@ -240,10 +227,8 @@ def _conv_batchnorm_step(call: Call) -> RuleResult:
         got = {k: (resolve_attr(model, n) if n is not None else None) for k, n in names.items()}
         d_got = {k: (tangents.get(n) if n is not None else None) for k, n in names.items()}
         values = (got["mean"], got["var"], got["weight"], d_got["weight"], got["bias"], d_got["bias"])
-    if needs_grad(dx, *conv_values[1::2], values[3], values[5]):
-        # Training: the unfused rules measured faster (autograd through the folded
-        # weights costs more than the BatchNorm passes it saves).
-        z, dz = bilinear_rule(x, dx, *conv_values, conf)
+    if needs_grad(dx, *conv_values[1::2], values[3], values[5]) and not tangent_node_applies(x, conv_values[0], conf):
+        z, dz = bilinear_rule(x, dx, *conv_values, conf)  # autograd through each operation
         return batchnorm_rule(z, dz, *values, eps)
     if conv_values[0].numel() > FOLD_MAX_WEIGHT_RATIO * x.numel():
         # Folding rebuilds weights larger than the activations it saves passes over
