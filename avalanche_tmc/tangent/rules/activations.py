@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
+from .pairs import pair_buffer, wants_pair
 
 __all__ = ["ACTIVATIONS", "activation", "register_activation"]
 
@@ -96,6 +98,29 @@ register_activation(
     lambda dx, x, y, kw: aten.gelu_backward(dx, x, approximate=kw.get("approximate", "none")),
     (F.gelu,), nn.GELU, lambda m: {"approximate": m.approximate},
 )
+
+
+def _gelu_call(call: Call) -> RuleResult:
+    """GELU; at inference its output and tangent go side by side into one buffer (see
+    :mod:`.pairs`: the next linear layer multiplies both at once), through the ``out=``
+    forms of ``gelu`` and ``gelu_backward``."""
+    if call.op == "module":
+        (x, dx), kw = call.first_input(), {"approximate": call.fn.approximate}
+    else:
+        x, dx = call.args[0], call.d_args[0]
+        kw = dict(zip(("approximate",), call.args[1:]), **{k: v for k, v in call.kwargs.items() if k != "inplace"})
+    if (dx is None or not wants_pair(dx) or autocast_enabled(x.device.type) or set(kw) - {"approximate"}
+            or dx.shape != x.shape or dx.dtype != x.dtype or not x.is_contiguous()):
+        return _activation_call(call)
+    approximate = kw.get("approximate", "none")
+    buf = pair_buffer(x)
+    aten.gelu.out(x, approximate=approximate, out=buf[0])
+    aten.gelu_backward.grad_input(dx, x, approximate=approximate, grad_input=buf[1])
+    return buf[0], buf[1]
+
+
+register_rule(F.gelu, conf="gelu", override=True)(_gelu_call)
+register_rule(nn.GELU, conf="gelu", override=True)(_gelu_call)
 register_activation(
     "sigmoid", torch.sigmoid, lambda dx, x, y, kw: aten.sigmoid_backward(dx, y),
     (torch.sigmoid, F.sigmoid, "sigmoid"), nn.Sigmoid,

@@ -13,6 +13,7 @@ from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
 from .linear import bind
+from .pairs import pair_buffer, wants_pair
 
 __all__ = ["softmax", "attention_rule", "scaled_dot_product_attention"]
 
@@ -80,6 +81,13 @@ def attention_rule(
             scores.add_(mask)
     probs = torch.softmax(scores, dim=-1)
     out = torch.bmm(probs, v3).view(batch + (n, v.shape[-1]))
+    # at inference, output and tangent go side by side into a (2, B, N, H, D) buffer (see
+    # .pairs): heads merged back, ``o.transpose(1, 2).reshape(B, N, H·D)``, are then views
+    # of its halves (the copy that reshape made is made here) and the projection multiplies
+    # both at once
+    buf = pair_buffer(out, (batch[0], n, batch[1], v.shape[-1])) if out.dim() == 4 and wants_pair(dq, dk, dv) else None
+    if buf is not None:
+        out = buf[0].transpose(1, 2).copy_(out)
     d_scores = None
     if dq is not None:
         d_scores = torch.baddbmm(scores.new_empty(()), dq.expand(qb.shape).reshape(q3.shape), kt, beta=0.0,
@@ -97,7 +105,10 @@ def attention_rule(
     if dv is not None:
         dv3 = dv.expand(vb.shape).reshape(v3.shape)
         d_out = torch.bmm(probs, dv3) if d_out is None else d_out.baddbmm_(probs, dv3)
-    return out, (None if d_out is None else d_out.view(out.shape))
+    if d_out is None:
+        return out, None
+    d_out = d_out.view(out.shape)
+    return out, (d_out if buf is None else buf[1].transpose(1, 2).copy_(d_out))
 
 
 def _broadcast(q: Tensor, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..precision import autocast_enabled
+from .pairs import stacked
 
 __all__ = ["dense_rule"]
 
@@ -51,10 +52,35 @@ def dense_rule(
         dy = _tangent_rows(rows, d_rows, weight, d_weight, d_bias, None)
     else:
         buf = rows.new_empty((2, rows.shape[0], weight.shape[0]))
-        y = torch.addmm(bias, rows, weight.t(), out=buf[0]) if bias is not None else torch.mm(
-            rows, weight.t(), out=buf[0])
-        dy = _tangent_rows(rows, d_rows, weight, d_weight, d_bias, buf[1])
+        both = stacked(x, dx)
+        if both is not None:  # x and dx side by side (a pair buffer): W multiplies both at once
+            _stacked_rows(both.view(2 * rows.shape[0], -1), rows, weight, d_weight, bias, d_bias, buf)
+            y, dy = buf[0], buf[1]
+        else:
+            y = torch.addmm(bias, rows, weight.t(), out=buf[0]) if bias is not None else torch.mm(
+                rows, weight.t(), out=buf[0])
+            dy = _tangent_rows(rows, d_rows, weight, d_weight, d_bias, buf[1])
     return y.view(shape), (None if dy is None else dy.view(shape))
+
+
+def _stacked_rows(both: Tensor, rows: Tensor, weight: Tensor, d_weight: Optional[Tensor], bias: Optional[Tensor],
+                  d_bias: Optional[Tensor], buf: Tensor) -> None:
+    """``buf = [x·Wᵀ + b; dx·Wᵀ + x·δWᵀ + δb]`` from ``both = [x; dx]`` (rows): the initial
+    values first (``b``; ``x·δWᵀ + δb``), then one product of ``W`` with both accumulated."""
+    if bias is not None:
+        buf[0].copy_(bias.expand_as(buf[0]))
+    else:
+        buf[0].zero_()
+    if d_weight is not None:
+        if d_bias is not None:
+            torch.addmm(d_bias, rows, d_weight.t(), out=buf[1])
+        else:
+            torch.mm(rows, d_weight.t(), out=buf[1])
+    elif d_bias is not None:
+        buf[1].copy_(d_bias.expand_as(buf[1]))
+    else:
+        buf[1].zero_()
+    buf.view(both.shape[0], -1).addmm_(both, weight.t())
 
 
 def _tangent_rows(rows: Tensor, d_rows: Optional[Tensor], weight: Tensor, d_weight: Optional[Tensor],

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ..precision import autocast_enabled
+from .pairs import pair_buffer
 
 __all__ = ["LayerNormTangent", "layer_norm_tangent"]
 
@@ -27,20 +28,26 @@ aten = torch.ops.aten
 
 
 def _tangent(dx: Optional[Tensor], d_weight: Optional[Tensor], d_bias: Optional[Tensor], x: Tensor,
-             shape: List[int], mean: Tensor, rstd: Tensor, weight: Optional[Tensor], eps: float) -> Tensor:
-    """``γ ⊙ J·dx + δγ ⊙ x̂ + δβ`` (``dx`` or ``δγ`` given), without autograd."""
+             shape: List[int], mean: Tensor, rstd: Tensor, weight: Optional[Tensor], eps: float,
+             out: Optional[Tensor] = None) -> Tensor:
+    """``γ ⊙ J·dx + δγ ⊙ x̂ + δβ`` (``dx`` or ``δγ`` given), without autograd; written
+    into ``out`` when given."""
+    base: Optional[Tensor] = None
     if d_weight is not None:
-        base: Optional[Tensor] = aten.native_layer_norm(x, shape, d_weight, d_bias, eps)[0]
-    else:
-        base = None
+        base = aten.native_layer_norm(x, shape, d_weight, d_bias, eps)[0]
+        d_bias = None
     if dx is None:
-        return base
+        return base if out is None else out.copy_(base)
     j_dx = aten.native_layer_norm_backward(dx, x, shape, mean, rstd, None, None, [True, False, False])[0]
-    if base is not None:
-        return base.add_(j_dx) if weight is None else base.addcmul_(j_dx, weight)
-    if weight is not None:
-        j_dx = j_dx.mul_(weight)
-    return j_dx if d_bias is None else j_dx.add_(d_bias)
+    if base is None and d_bias is not None:
+        base = d_bias.expand_as(j_dx)
+    if base is None:
+        if weight is None:
+            return j_dx if out is None else out.copy_(j_dx)
+        return j_dx.mul_(weight) if out is None else torch.mul(j_dx, weight, out=out)
+    if out is None:
+        out = base if base.is_contiguous() else torch.empty_like(j_dx)
+    return torch.add(base, j_dx, out=out) if weight is None else torch.addcmul(base, j_dx, weight, out=out)
 
 
 class LayerNormTangent(torch.autograd.Function):
@@ -87,11 +94,15 @@ def layer_norm_tangent(
             or (d_weight is not None and weight is None) or (d_bias is not None and bias is None)):
         return None
     shape = list(normalized_shape)
-    y, mean, rstd = aten.native_layer_norm(x, shape, weight, bias, eps)
-    if not tangents:
-        return y, None
-    if dx is None and d_weight is None:
-        return y, d_bias.expand_as(y)
+    if not tangents or (dx is None and d_weight is None):
+        y = aten.native_layer_norm(x, shape, weight, bias, eps)[0]
+        return y, (None if d_bias is None else d_bias.expand_as(y))
     if torch.is_grad_enabled() and any(t.requires_grad for t in tangents):
+        y, mean, rstd = aten.native_layer_norm(x, shape, weight, bias, eps)
         return y, LayerNormTangent.apply(dx, d_weight, d_bias, x, shape, mean, rstd, weight, bias, eps)
-    return y, _tangent(dx, d_weight, d_bias, x, shape, mean, rstd, weight, eps)
+    # inference: primal and tangent side by side in one buffer (see .pairs), for the next linear layer
+    buf = pair_buffer(x)
+    stats = x.shape[: x.dim() - len(shape)] + (1,) * len(shape)
+    mean, rstd = x.new_empty(stats), x.new_empty(stats)
+    aten.native_layer_norm.out(x, shape, weight, bias, eps, out0=buf[0], out1=mean, out2=rstd)
+    return buf[0], _tangent(dx, d_weight, d_bias, x, shape, mean, rstd, weight, eps, out=buf[1])

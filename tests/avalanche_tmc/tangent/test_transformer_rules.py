@@ -36,23 +36,28 @@ def check(net: nn.Module, x: torch.Tensor, allowed_fallbacks=(), **kwargs) -> No
 
 class Dense(nn.Module):
     """Linear layers on 3-D, 2-D and 1-D inputs, with and without bias, by module and
-    ``F.linear`` (with the weight as keyword), and on a non-contiguous input."""
+    ``F.linear`` (with the weight as keyword), on a non-contiguous input, and on the
+    output of another linear layer and of GELU (primal and tangent side by side in one
+    buffer at inference: see rules/pairs.py)."""
 
     def __init__(self):
         super().__init__()
         self.a = nn.Linear(12, 8)
         self.b = nn.Linear(8, 8, bias=False)
+        self.c = nn.Linear(8, 8)
+        self.act = nn.GELU()
         self.w = nn.Parameter(torch.randn(6, 8) * 0.3)
         self.v = nn.Parameter(torch.randn(6) * 0.3)
 
     def forward(self, x):
         h = self.a(x.flatten(2).transpose(1, 2))  # (B, 4, 8) from a non-contiguous (B, 4, 12)
-        h = torch.tanh(self.b(h))
+        h = self.c(self.act(self.b(h)))  # b and c get primal and tangent side by side
+        h = F.gelu(h, approximate="tanh")
         h = F.linear(h.transpose(1, 2).mean(-1), weight=self.w)  # (B, 6)
         return h + F.linear(self.v, self.w.t()).sum()  # a 1-D input
 
 
-@pytest.mark.parametrize("linearize", ["all", ["b"], ["a"], ["w"], ["v"], ["a.bias"]])
+@pytest.mark.parametrize("linearize", ["all", ["b"], ["a"], ["c"], ["w"], ["v"], ["a.bias"], ["c.bias"]])
 def test_linear_layers(linearize):
     torch.manual_seed(0)
     check(Dense(), torch.randn(3, 12, 2, 2), linearize=linearize)
@@ -123,7 +128,8 @@ class Attention(nn.Module):
 
 @pytest.mark.parametrize("which,linearize", [
     ("plain", "all"), ("plain", ["q"]), ("plain", ["k"]), ("plain", ["v"]), ("plain", ["q", "k"]),
-    ("q", ["q", "out"]), ("broadcast", "all"), ("broadcast", ["k"]), ("causal", "all"), ("bool_mask", "all"), ("add_mask", "all"),
+    ("q", ["q", "out"]), ("broadcast", "all"), ("broadcast", ["k"]), ("causal", "all"), ("bool_mask", "all"),
+    ("add_mask", "all"),
 ])
 def test_scaled_dot_product_attention(which, linearize):
     torch.manual_seed(0)
