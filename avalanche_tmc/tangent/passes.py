@@ -6,12 +6,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from torch import fx, nn
 
+from .rules.activations import FUSABLE, _activation_call
 from .rules.linear import bilinear_module
+from .rules.linear_ops import identity_module
 from .rules.normalization import CONV_BATCHNORM, batchnorm_function, batchnorm_module
 from .steps import Ref, Step
 from .trace import TracingError
 
-__all__ = ["check_in_place", "count_uses", "fuse_conv_batchnorm"]
+__all__ = ["check_in_place", "count_uses", "fuse_conv_batchnorm", "fuse_activation"]
 
 
 def _is_in_place(node: fx.Node, model: nn.Module) -> bool:
@@ -133,3 +135,50 @@ def fuse_conv_batchnorm(steps: List[Step], output: Any) -> None:
             CONV_BATCHNORM, {"conv": conv_step.target, "conf": conv_step.conf, "norm": norm}, params,
         )
         steps[source.index] = Step("constant", None, (), {})  # computed inside the fused step
+    fuse_activation(steps, output)
+
+
+def _fusable_activation(step: Step, source: int) -> Optional[Tuple[Any, ...]]:
+    """``(op, target, name, extra_args, kwargs)`` of a ReLU/ReLU6/Hardtanh step applied to the
+    value of step ``source`` alone (other arguments constants), else None."""
+    if not _uses_rule(step, _activation_call) or step.conf not in FUSABLE:
+        return None
+    if not step.args or step.args[0] != Ref(source):
+        return None
+    if step.op == "module":
+        return ("module", step.target, step.conf, (), {}) if len(step.args) == 1 and not step.kwargs else None
+    extra, kwargs = step.args[1:], step.kwargs
+    if any(isinstance(v, (Ref, list, tuple, dict, slice)) for v in list(extra) + list(kwargs.values())):
+        return None
+    return (step.op, step.target, step.conf, tuple(extra), dict(kwargs))
+
+
+def fuse_activation(steps: List[Step], output: Any) -> None:
+    """Merge a ReLU, ReLU6 or Hardtanh that is the only user of a fused convolution +
+    BatchNorm step (directly or through Identity / eval-mode Dropout, as in timm's
+    BatchNormAct2d) into that step (``conf["act"]``): the step then computes the
+    activation and its tangent into its own tensors
+    (:func:`~avalanche_tmc.tangent.rules.activations.activation_in_place`)."""
+    uses = count_uses(steps, output)
+    users: Dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for value in list(step.args) + list(step.kwargs.values()):
+            if isinstance(value, Ref):
+                users[value.index] = i
+    for i, step in enumerate(steps):
+        if step.rule is not CONV_BATCHNORM or uses[i] != 1 or i not in users:
+            continue
+        source, user, between = i, users[i], []
+        while (  # Identity / eval-mode Dropout in between (timm's BatchNormAct2d: bn -> drop -> act)
+            _uses_rule(steps[user], identity_module) and steps[user].args == (Ref(source),)
+            and not steps[user].kwargs and uses[user] == 1 and user in users
+        ):
+            between.append(user)
+            source, user = user, users[user]
+        act = _fusable_activation(steps[user], source)
+        if act is None:
+            continue
+        steps[user] = Step(step.op, step.target, step.args, step.kwargs, CONV_BATCHNORM, dict(step.conf, act=act),
+                           step.params)
+        for index in [i] + between:
+            steps[index] = Step("constant", None, (), {})

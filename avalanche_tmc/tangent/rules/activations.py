@@ -15,7 +15,7 @@ from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from .pairs import pair_buffer, wants_pair
 
-__all__ = ["ACTIVATIONS", "activation", "register_activation"]
+__all__ = ["ACTIVATIONS", "FUSABLE", "activation", "activation_in_place", "activation_kwargs", "register_activation"]
 
 aten = torch.ops.aten
 
@@ -42,6 +42,47 @@ def activation(
     return y, tangent_fn(dx, x, y, kw)
 
 
+FUSABLE = ("relu", "relu6", "hardtanh")
+"""Activations whose primal and tangent :func:`activation_in_place` can compute into the
+tensors it is given (a convolution + BatchNorm step's own outputs)."""
+
+
+def activation_kwargs(spec: Tuple[Any, ...], model: nn.Module) -> Dict[str, Any]:
+    """The keyword arguments of a fused activation ``spec = (op, target, name, extra_args,
+    kwargs)`` (a module's are read from the module at every call, as its own rule does)."""
+    op, target, name, extra_args, kw = spec
+    if op == "module":
+        module: Any = model
+        for part in target.split("."):
+            module = getattr(module, part)
+        return _MODULE_KWARGS[type(module)][1](module)
+    kw = {k: v for k, v in kw.items() if k != "inplace"}
+    if name == "hardtanh" and extra_args:
+        kw = dict(zip(("min_val", "max_val"), extra_args[:2]), **kw)
+    return kw
+
+
+def activation_in_place(name: str, y: Tensor, dy: Optional[Tensor], kw: Dict[str, Any]) -> Tuple[Tensor, Any]:
+    """``(y, dy)`` of ReLU, ReLU6 or Hardtanh (:data:`FUSABLE`) applied to ``(y, dy)``, written
+    into them where autograd records neither (the caller made both and no one else holds
+    them): one buffer instead of two, and an in-place pass is faster than one into a new
+    tensor. The slopes read the output, as the rules above."""
+    lo, hi = (0.0, 0.0) if name == "relu" else (0.0, 6.0) if name == "relu6" else (
+        kw.get("min_val", -1.0), kw.get("max_val", 1.0))
+    in_place = not (torch.is_grad_enabled() and y.requires_grad) and not torch.is_autocast_enabled(y.device.type)
+    if name == "relu":
+        y = torch.relu_(y) if in_place else torch.relu(y)
+    else:
+        y = F.hardtanh_(y, lo, hi) if in_place else F.hardtanh(y, lo, hi)
+    if dy is None:
+        return y, None
+    if (torch.is_grad_enabled() and dy.requires_grad) or 0 in dy.stride():  # (0: a broadcast δβ)
+        return y, (aten.threshold_backward(dy, y, 0) if name == "relu" else aten.hardtanh_backward(dy, y, lo, hi))
+    if name == "relu":
+        return y, aten.threshold_backward.grad_input(dy, y, 0, grad_input=dy)
+    return y, aten.hardtanh_backward.grad_input(dy, y, lo, hi, grad_input=dy)
+
+
 def _activation_call(call: Call) -> RuleResult:
     if call.op == "module":
         name, module_kwargs = _MODULE_KWARGS[type(call.fn)]
@@ -65,7 +106,7 @@ def register_activation(
     register_rule(*targets, conf=name)(_activation_call)
     if module is not None:
         _MODULE_KWARGS[module] = (name, module_kwargs)
-        register_rule(module)(_activation_call)
+        register_rule(module, conf=name)(_activation_call)
 
 
 def _silu_slope(x: Tensor) -> Tensor:

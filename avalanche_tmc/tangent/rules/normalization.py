@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from .._ops import add_tangents, needs_grad, resolve_attr
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
+from .activations import activation_in_place, activation_kwargs
 from .layernorm import layer_norm_tangent
 from .linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
 
@@ -162,6 +163,19 @@ def _batchnorm_affine(
     return (inv if gamma is None else gamma * inv), inv, (-mean if conv_bias is None else conv_bias - mean)
 
 
+def _batchnorm_in_place(
+    z: Tensor, mean: Tensor, var: Tensor, gamma: Optional[Tensor], beta: Optional[Tensor], eps: float
+) -> Tensor:
+    """BatchNorm on running statistics written into ``z`` (a convolution's output no one
+    else holds; the same numbers as ``F.batch_norm``) where autograd does not record it."""
+    if (torch.is_grad_enabled() and z.requires_grad) or torch.is_autocast_enabled(z.device.type):
+        return F.batch_norm(z, mean, var, gamma, beta, False, 0.0, eps)
+    empty = z.new_empty(0)
+    return aten.native_batch_norm.out(
+        z, gamma, beta, mean, var, False, 0.0, eps, out=z, save_mean=empty, save_invstd=empty.clone()
+    )[0]
+
+
 def fold_batchnorm_into_tangent(
     conv: Tuple[Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor]],
     norm: Tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor], Optional[Tensor], Optional[Tensor]],
@@ -195,8 +209,7 @@ def conv_batchnorm_rule(
     """
     weight, d_weight, bias, d_bias = conv
     mean, var, gamma, d_gamma, beta, d_beta = norm
-    z = conv_apply(x, weight, bias, conf)
-    y = F.batch_norm(z, mean, var, gamma, beta, False, 0.0, eps)
+    y = _batchnorm_in_place(conv_apply(x, weight, bias, conf), mean, var, gamma, beta, eps)
     affine = _batchnorm_affine(bias, mean, var, gamma, eps)
     return y, conv_tangent(x, dx, weight, d_weight, d_bias, conf, affine, d_gamma, d_beta)
 
@@ -229,13 +242,19 @@ def _conv_batchnorm_step(call: Call) -> RuleResult:
         values = (got["mean"], got["var"], got["weight"], d_got["weight"], got["bias"], d_got["bias"])
     if needs_grad(dx, *conv_values[1::2], values[3], values[5]) and not tangent_node_applies(x, conv_values[0], conf):
         z, dz = bilinear_rule(x, dx, *conv_values, conf)  # autograd through each operation
-        return batchnorm_rule(z, dz, *values, eps)
-    if conv_values[0].numel() > FOLD_MAX_WEIGHT_RATIO * x.numel():
+        y, dy = batchnorm_rule(z, dz, *values, eps)
+    elif conv_values[0].numel() > FOLD_MAX_WEIGHT_RATIO * x.numel():
         # Folding rebuilds weights larger than the activations it saves passes over
         # (e.g. ResNet's late layers on small images).
         z, dz = bilinear_rule(x, dx, *conv_values, conf)
-        return batchnorm_rule(z, dz, *values, eps)
-    return conv_batchnorm_rule(x, dx, conv_values, conf, values, eps)
+        y, dy = batchnorm_rule(z, dz, *values, eps)
+    else:
+        y, dy = conv_batchnorm_rule(x, dx, conv_values, conf, values, eps)
+    act = call.conf.get("act")
+    if act is None:
+        return y, dy
+    # y and dy are this step's own tensors: the activation is computed into them
+    return activation_in_place(act[2], y, dy, activation_kwargs(act, model))
 
 
 CONV_BATCHNORM = Rule(_conv_batchnorm_step)
