@@ -181,3 +181,21 @@ def test_float32_channels_last_training_matches_float64():
     torch.testing.assert_close(out32.double(), out64, rtol=1e-4, atol=1e-4)
     for g32, g64 in zip(grads32, grads64):
         torch.testing.assert_close(g32.double(), g64, rtol=2e-3, atol=2e-3 * float(g64.abs().max()))
+
+
+def test_folded_weights_with_and_without_autograd_agree_and_keep_the_weight_layout():
+    from avalanche_tmc.tangent.rules.normalization import fold_batchnorm_into_tangent
+
+    torch.manual_seed(9)
+    weight = torch.randn(6, 1, 3, 3).contiguous(memory_format=torch.channels_last)  # depthwise
+    parts = [torch.randn_like(weight), torch.randn(6), torch.randn(6)]  # δW, b, δb
+    norm = [torch.randn(6), torch.rand(6) + 0.5, torch.rand(6) + 0.5, torch.randn(6), torch.randn(6), torch.randn(6)]
+    plain = fold_batchnorm_into_tangent((weight, *parts), tuple(norm), 1e-5)
+    tracked = [t.clone().requires_grad_() for t in [parts[0], parts[2], norm[3], norm[5]]]
+    with_grad = fold_batchnorm_into_tangent((weight, tracked[0], parts[1], tracked[1]),
+                                            (*norm[:3], tracked[2], norm[4], tracked[3]), 1e-5)
+    for a, b in zip(plain, with_grad):
+        torch.testing.assert_close(a, b.detach())
+    assert with_grad[1].requires_grad and with_grad[2].requires_grad
+    for folded in plain[:2] + with_grad[:2]:
+        assert folded.stride() == weight.stride()
