@@ -246,7 +246,8 @@ def conv_tangent(
     :func:`fold_affine`, or None): one autograd node when ``δ`` needs gradients
     (:class:`_ConvTangent`: it keeps ``x`` for the weight gradient, never ``dx``, and no
     activation-sized sums or BatchNorm passes), else :func:`conv_tangent_forward`."""
-    if needs_grad(dx, d_weight, d_bias, d_gamma, d_beta):
+    if needs_grad(dx, d_weight, d_bias, d_gamma, d_beta) and not needs_grad(x):  # (x: an input gradient
+        # through conv(x, ·) is not what the node computes; autograd records each operation then)
         return _ConvTangent.apply(x, dx, d_weight, d_bias, d_gamma, d_beta, weight, affine, conf)
     return conv_tangent_forward(x, dx, weight, d_weight, d_bias, conf, affine, d_gamma, d_beta)
 

@@ -199,3 +199,25 @@ def test_folded_weights_with_and_without_autograd_agree_and_keep_the_weight_layo
     assert with_grad[1].requires_grad and with_grad[2].requires_grad
     for folded in plain[:2] + with_grad[:2]:
         assert folded.stride() == weight.stride()
+
+
+def test_the_input_gradient_through_the_tangent_matches_the_generic_path():
+    """An input that requires gradients (saliency, adversarial examples): the tangent's
+    convolutions of x are differentiated too, with δ trained or frozen."""
+    torch.manual_seed(10)
+    net = randomize_batchnorm(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU6(),
+                                            nn.Conv2d(4, 4, 3, groups=4), nn.BatchNorm2d(4), nn.ReLU(),
+                                            nn.Flatten(), nn.Linear(144, 2)))
+    generic, fast = both(net)
+    delta = random_delta(generic, 0.1, 1)
+    for tm in (generic, fast):
+        tm.load_delta(delta)
+    for train_delta in (True, False):
+        grads = []
+        for tm in (generic, fast):
+            tm.delta_params.requires_grad_(train_delta)
+            x = torch.randn(2, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+            x.requires_grad_()
+            tm(x).square().sum().backward()
+            grads.append(x.grad)
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-9, atol=1e-11)
