@@ -264,11 +264,12 @@ def bilinear_rule(
     """``y = W·x + b`` and ``dy = W·dx + δW·x + δb`` for a convolution or linear layer.
 
     Without gradients the primal and tangent inputs go through ``W`` in one call
-    (batch-concatenated: one larger kernel instead of two). With gradients the three
-    products stay separate, so the backward computes only what ``δ`` needs (no
-    gradient for the primal half). Concatenating ``[dx, x]`` along channels against
-    ``[W, δW]`` was measured too and was slower on CPU (ResNet-18: 3.7x vs 2.7x a plain
-    forward).
+    (batch-concatenated: one larger kernel instead of two) and ``conv(x, δW)`` is added
+    into the tangent half (:func:`conv_accumulate`). With gradients the primal is computed
+    alone and a convolution's tangent is one autograd node (:func:`conv_tangent`), so the
+    backward computes only what ``δ`` needs and keeps ``x``, not ``dx``. Concatenating
+    ``[dx, x]`` along channels against ``[W, δW]`` was measured too and was slower on CPU
+    (ResNet-18: 3.7x vs 2.7x a plain forward).
     """
     if conf["kind"] == "linear":
         return dense_rule(x, dx, weight, d_weight, bias, d_bias)

@@ -147,9 +147,11 @@ def layer_norm_function(call: Call) -> RuleResult:
 
 
 FOLD_MAX_WEIGHT_RATIO = 0.5
-"""Fold BatchNorm into a convolution's tangent weights (inference) only when the weight
-has at most this many elements per element of the layer's input batch (folding costs
-passes over the weights, and saves passes over the activations). Folded weights are not
+"""Fold BatchNorm into a convolution's tangent weights (inference and training step alike)
+only when the weight has at most this many elements per element of the layer's input
+batch (folding costs passes over the weights, and saves passes over the activations;
+measured at 112 px: 4 and 32 instead of 0.5 left MobileNetV2 unchanged and made ResNet-18
+inference 1.6-1.8x slower). Folded weights are not
 cached across calls: a cache keyed on tensor versions would miss changes made through
 ``.data``, and a stale base point is a silent wrong answer."""
 
