@@ -2,15 +2,13 @@
 matrix products, with broadcasting."""
 
 import operator
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor, fx
 
 from .._ops import add_tangents, expand_to
-from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
-from .pairs import pair_buffer, stacked, wants_pair
 
 __all__ = ["add", "sub", "mul", "div", "matmul"]
 
@@ -29,32 +27,9 @@ def _broadcast_sum(y: Tensor, da: Optional[Tensor], db: Optional[Tensor], sign: 
 @register_rule(operator.add, operator.iadd, torch.add, "add", "add_", "__add__", "__iadd__", "__radd__",
                applies=_two_positional)
 def add(call: Call) -> RuleResult:
-    """``a + b``: ``da + db``. At inference, when both sides carry a full tangent (a residual
-    connection), output and tangent go side by side into one buffer (see :mod:`.pairs`), and
-    two such pairs add in one operation."""
-    a, b = call.args
-    da, db = call.d_args
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and da is not None and db is not None:
-        pair = _add_pairs(a, b, da, db)
-        if pair is not None:
-            return pair
-    y = a + b
-    return y, _broadcast_sum(y, da, db, sign=1.0)
-
-
-def _add_pairs(a: Tensor, b: Tensor, da: Tensor, db: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
-    if not (a.shape == b.shape == da.shape == db.shape and a.dtype == b.dtype == da.dtype == db.dtype):
-        return None
-    if not wants_pair(da, db) or autocast_enabled(a.device.type) or not (a.is_contiguous() and b.is_contiguous()):
-        return None
-    left, right = stacked(a, da), stacked(b, db)
-    if left is not None and right is not None:
-        both = left + right
-        return both[0], both[1]
-    buf = pair_buffer(a)
-    torch.add(a, b, out=buf[0])
-    torch.add(da, db, out=buf[1])
-    return buf[0], buf[1]
+    """``a + b``: ``da + db``."""
+    y = call.args[0] + call.args[1]
+    return y, _broadcast_sum(y, call.d_args[0], call.d_args[1], sign=1.0)
 
 
 @register_rule(operator.sub, operator.isub, torch.sub, "sub", "sub_", "__sub__", "__isub__",

@@ -13,7 +13,7 @@ from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
 from .linear import bind
-from .pairs import pair_buffer, strided_group, wants_pair
+from .pairs import pair_buffer, wants_pair
 
 __all__ = ["softmax", "attention_rule", "scaled_dot_product_attention"]
 
@@ -67,15 +67,7 @@ def attention_rule(
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch, n, m = q.shape[:-2], q.shape[-2], k.shape[-2]
     qb, kb, vb = _broadcast(q, k, v)
-    group = None
-    if dq is not None and dk is not None and dv is not None and wants_pair(dq, dk, dv):
-        group = strided_group([[q, k, v], [dq, dk, dv]])  # one qkv layer's pair: one copy for all six
-    if group is not None:
-        q3, k3, v3, dq3, dk3, dv3 = group.reshape((6, -1) + q.shape[-2:]).unbind(0)
-        dq, dk, dv = dq3, dk3, dv3  # (already contiguous 3-D: the reshapes below are views)
-        qb = kb = vb = q3
-    else:
-        q3, k3, v3 = (t.reshape((-1,) + t.shape[-2:]) for t in (qb, kb, vb))
+    q3, k3, v3 = (t.reshape((-1,) + t.shape[-2:]) for t in (qb, kb, vb))
     kt = k3.transpose(1, 2)
     scores = torch.baddbmm(q3.new_empty(()), q3, kt, beta=0.0, alpha=scale)
     if is_causal:

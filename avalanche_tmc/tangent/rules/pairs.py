@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["pair_buffer", "stacked", "strided_group", "wants_pair"]
+__all__ = ["pair_buffer", "stacked", "wants_pair"]
 
 
 def pair_buffer(like: Tensor, shape: Optional[Sequence[int]] = None) -> Tensor:
@@ -37,33 +37,6 @@ def stacked(x: Tensor, dx: Optional[Tensor]) -> Optional[Tensor]:
     if dx.storage_offset() != x.storage_offset() + x.numel():
         return None
     return x.as_strided((2,) + tuple(x.shape), (x.numel(),) + tuple(x.stride()), x.storage_offset())
-
-
-def strided_group(rows: Sequence[Sequence[Tensor]]) -> Optional[Tensor]:
-    """One ``(len(rows), len(rows[0]), *shape)`` view of equally shaped and strided tensors
-    of one storage whose offsets step uniformly along both axes (e.g. ``[[q, k, v], [dq, dk,
-    dv]]`` cut from one pair buffer of a ``qkv`` layer's output), or None. Copying it once
-    replaces one copy per tensor."""
-    first = rows[0][0]
-    flat = [t for row in rows for t in row]
-    if any(t.shape != first.shape or t.stride() != first.stride() or t.dtype != first.dtype
-           or t.device != first.device for t in flat) or first.numel() == 0:
-        return None
-    ptr = first.untyped_storage().data_ptr()
-    if any(t.untyped_storage().data_ptr() != ptr for t in flat):
-        return None
-    base = first.storage_offset()
-    outer = rows[1][0].storage_offset() - base if len(rows) > 1 else 0
-    inner = rows[0][1].storage_offset() - base if len(rows[0]) > 1 else 0
-    if outer < 0 or inner < 0:
-        return None
-    for i, row in enumerate(rows):
-        if len(row) != len(rows[0]) or any(
-            t.storage_offset() != base + i * outer + j * inner for j, t in enumerate(row)
-        ):
-            return None
-    return first.as_strided((len(rows), len(rows[0])) + tuple(first.shape), (outer, inner) + tuple(first.stride()),
-                            base)
 
 
 def wants_pair(*tangents: Optional[Tensor]) -> bool:
