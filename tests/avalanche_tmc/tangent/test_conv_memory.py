@@ -221,3 +221,36 @@ def test_the_input_gradient_through_the_tangent_matches_the_generic_path():
             tm(x).square().sum().backward()
             grads.append(x.grad)
         torch.testing.assert_close(grads[1], grads[0], rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape,pad,channels_last", [
+    ((2, 3, 5, 6), (0, 1, 0, 1), True), ((2, 3, 5, 6), (1, 2, 2, 1), False), ((2, 3, 7), (1, 0), False),
+    ((1, 2, 3, 4, 5), (1, 1, 0, 2, 2, 0), True), ((2, 1, 1, 1), (2, 2, 2, 2), True)])
+def test_zero_pad_is_f_pad_in_the_input_layout(shape, pad, channels_last):
+    from avalanche_tmc.tangent.rules.linear import zero_pad
+
+    x = torch.randn(shape)
+    fmt = torch.contiguous_format
+    if channels_last:
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        x = x.contiguous(memory_format=fmt)
+    out = zero_pad(x, pad)
+    assert torch.equal(out, torch.nn.functional.pad(x, list(pad)))
+    assert out.is_contiguous(memory_format=fmt)
+
+
+def test_timm_same_padding_at_inference_matches_the_generic_path():
+    """Conv2dSame's padding of input and tangent written by zero_pad (no autograd)."""
+    from timm.layers import Conv2dSame
+
+    torch.manual_seed(11)
+    net = randomize_batchnorm(nn.Sequential(Conv2dSame(3, 4, 3, stride=2), nn.BatchNorm2d(4), nn.ReLU6(),
+                                            Conv2dSame(4, 4, 5, stride=2, groups=4), nn.Flatten(), nn.Linear(16, 2)))
+    generic, fast = both(net)
+    delta = random_delta(generic, 0.1, 3)
+    for tm in (generic, fast):
+        tm.load_delta(delta)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), generic(x), rtol=1e-10, atol=1e-12)
+    assert_same(generic, fast, x, quick=True)
