@@ -141,19 +141,42 @@ register_activation(
 )
 
 
+class GeluTangent(torch.autograd.Function):
+    """GELU's tangent ``gelu'(x)·dx`` as a function of ``dx``, whose backward is
+    ``gelu'(x)·g`` (the same kernel) and keeps only ``x``: autograd's own derivative of
+    ``gelu_backward`` keeps ``dx`` too (for the derivative in ``x``, which is not needed
+    here): one tensor of the MLP's width per block less in a training step."""
+
+    @staticmethod
+    def forward(ctx: Any, dx: Tensor, x: Tensor, approximate: str) -> Tensor:
+        ctx.approximate = approximate
+        ctx.save_for_backward(x)
+        return aten.gelu_backward(dx, x, approximate=approximate)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tuple[Optional[Tensor], None, None]:
+        (x,) = ctx.saved_tensors
+        return aten.gelu_backward(grad, x, approximate=ctx.approximate), None, None
+
+
 def _gelu_call(call: Call) -> RuleResult:
     """GELU; at inference its output and tangent go side by side into one buffer (see
     :mod:`.pairs`: the next linear layer multiplies both at once), through the ``out=``
-    forms of ``gelu`` and ``gelu_backward``."""
+    forms of ``gelu`` and ``gelu_backward``; in a training step the tangent is a
+    :class:`GeluTangent`."""
     if call.op == "module":
         (x, dx), kw = call.first_input(), {"approximate": call.fn.approximate}
     else:
         x, dx = call.args[0], call.d_args[0]
         kw = dict(zip(("approximate",), call.args[1:]), **{k: v for k, v in call.kwargs.items() if k != "inplace"})
-    if (dx is None or not wants_pair(dx) or autocast_enabled(x.device.type) or set(kw) - {"approximate"}
-            or dx.shape != x.shape or dx.dtype != x.dtype or not x.is_contiguous()):
+    if (dx is None or autocast_enabled(x.device.type) or set(kw) - {"approximate"}
+            or dx.shape != x.shape or dx.dtype != x.dtype or x.requires_grad):
         return _activation_call(call)
     approximate = kw.get("approximate", "none")
+    if not wants_pair(dx):  # a training step
+        return F.gelu(x, approximate=approximate), GeluTangent.apply(dx, x, approximate)
+    if not x.is_contiguous():
+        return _activation_call(call)
     buf = pair_buffer(x)
     aten.gelu.out(x, approximate=approximate, out=buf[0])
     aten.gelu_backward.grad_input(dx, x, approximate=approximate, grad_input=buf[1])
