@@ -113,14 +113,20 @@ def _tuple(value: Any, dim: int) -> List[int]:
     return [value] * dim if isinstance(value, int) else list(value)
 
 
-def _mkldnn_accumulates(out: Tensor, x: Tensor, weight: Tensor, conf: Dict[str, Any]) -> bool:
+def _mkldnn_accumulates(out: Tensor, x: Tensor, weight: Tensor, bias: Optional[Tensor], conf: Dict[str, Any]) -> bool:
     """Whether oneDNN can add a 2-D convolution of ``x`` into ``out`` (its "add" post-op):
-    CPU float32 tensors in one layout (contiguous or channels-last alike), numeric padding."""
+    CPU float32 tensors in one layout (contiguous or channels-last alike; a weight and bias
+    that are dense in one of them), numeric padding."""
     if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
         return False
     if conf["dim"] != 2 or isinstance(conf["padding"], str) or out.requires_grad:
         return False
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (out, x, weight)):
+    tensors = (out, x, weight) if bias is None else (out, x, weight, bias)
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return False
+    if (bias is not None and not bias.is_contiguous()) or not (
+        weight.is_contiguous() or weight.is_contiguous(memory_format=torch.channels_last)
+    ):
         return False
     for fmt in (torch.channels_last, torch.contiguous_format):
         if out.is_contiguous(memory_format=fmt) and x.is_contiguous(memory_format=fmt):
@@ -136,7 +142,7 @@ def conv_accumulate(out: Optional[Tensor], x: Tensor, weight: Tensor, bias: Opti
     its own for the sum."""
     if out is None:
         return conv_apply(x, weight, bias, conf)
-    if _center_tap(x, weight, conf) is None and _mkldnn_accumulates(out, x, weight, conf):
+    if _center_tap(x, weight, conf) is None and _mkldnn_accumulates(out, x, weight, bias, conf):
         return torch.ops.mkldnn._convolution_pointwise_.binary(
             out, x, weight, bias, _tuple(conf["padding"], 2), _tuple(conf["stride"], 2),
             _tuple(conf["dilation"], 2), conf["groups"], "add", None, None, [], None,

@@ -254,3 +254,15 @@ def test_timm_same_padding_at_inference_matches_the_generic_path():
     with torch.no_grad():
         torch.testing.assert_close(fast(x), generic(x), rtol=1e-10, atol=1e-12)
     assert_same(generic, fast, x, quick=True)
+
+
+def test_a_convolution_added_into_its_output_with_strided_weight_and_bias():
+    """Weights and biases that are views with gaps (a δ given as slices of a larger tensor)."""
+    torch.manual_seed(12)
+    conf = {"kind": "conv", "dim": 2, "stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    x = torch.randn(2, 4, 6, 6).contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(5, 8, 3, 3)[:, ::2]
+    bias = torch.randn(10)[::2]
+    base = torch.randn(2, 5, 6, 6).contiguous(memory_format=torch.channels_last)
+    expected = base + conv_apply(x, weight.contiguous(), bias.contiguous(), conf)
+    torch.testing.assert_close(conv_accumulate(base, x, weight, bias, conf), expected, rtol=1e-5, atol=1e-5)
