@@ -2,11 +2,11 @@
 steps' values."""
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .registry import Rule
 
-__all__ = ["Ref", "Step", "subst", "subst_tangent"]
+__all__ = ["Ref", "Step", "subst", "subst_tangent", "iter_refs"]
 
 
 @dataclass
@@ -57,3 +57,17 @@ def subst(value: Any, table: List[Any], tangent: bool = False) -> Any:
 def subst_tangent(value: Any, table: List[Any]) -> Any:
     """:func:`subst` on the tangent table."""
     return subst(value, table, tangent=True)
+
+
+def iter_refs(value: Any) -> Iterator[Ref]:
+    """Every reference in ``value`` (nested in lists, tuples, dicts and slices)."""
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from iter_refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_refs(v)
+    elif isinstance(value, slice):
+        yield from iter_refs([value.start, value.stop, value.step])

@@ -112,3 +112,69 @@ def test_tied_parameters_get_their_tangent_at_every_use():
     generic, fast = both(Tied())
     assert fast._plan.aliases == {"second.weight": "first.weight"}
     assert_same(generic, fast, torch.randn(3, 4, dtype=torch.float64))
+
+
+
+def maybe_mask(x):
+    """Like timm's resolve_self_attn_mask without a mask: None."""
+    return None
+
+
+def add_mask(x, mask):
+    return x if mask is None else x + mask
+
+
+def scaled_with_size(x):
+    return x * 2.0, x.shape[-1]
+
+
+torch.fx.wrap("maybe_mask")
+torch.fx.wrap("add_mask")
+torch.fx.wrap("scaled_with_size")
+
+
+def test_fallback_of_a_function_whose_output_is_not_only_tensors():
+    """jvp takes tensors only: a function without a rule that returns None, or a tensor
+    beside a number, still runs on the fallback (the other values get no tangent)."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = self.a(x)
+            h = add_mask(h, maybe_mask(h))
+            scaled = scaled_with_size(h)
+            return self.b(torch.tanh(scaled[0] / scaled[1]))
+
+    torch.manual_seed(0)
+    net = Net().double()
+    fast = TangentModel(net, implementation="fast")
+    generic = TangentModel(net, implementation="generic")
+    assert set(fast._plan.fallback_ops) == {"maybe_mask", "add_mask", "scaled_with_size"}
+    with torch.no_grad():
+        for p in fast.delta_parameters():
+            p.normal_(0, 0.1)
+    generic.load_delta(fast.delta)
+    x = torch.randn(5, 4, dtype=torch.float64)
+    torch.testing.assert_close(fast(x), generic(x), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(fast(x), net(x))  # the tangent term is there
+
+
+def test_each_value_is_released_after_its_last_use_and_never_before():
+    from avalanche_tmc.tangent.plan import release_schedule
+    from avalanche_tmc.tangent.steps import iter_refs
+
+    torch.manual_seed(0)
+    tm = TangentModel(randomize_batchnorm(TinyResNet()), implementation="fast")
+    plan = tm._plan
+    schedule = release_schedule(plan.steps, plan.output)
+    released_at = {j: i for i, js in enumerate(schedule) for j in js}
+    output_refs = {r.index for r in iter_refs(plan.output)}
+    assert set(released_at) == set(range(len(plan.steps))) - output_refs  # each value once, but the output's
+    for i, step in enumerate(plan.steps):
+        for ref in iter_refs((step.args, step.kwargs, step.conf)):
+            assert released_at.get(ref.index, len(plan.steps)) >= i  # alive when step i reads it
+    residual = [j for j, i in released_at.items() if i - j > 1]
+    assert residual, "a value read by a later, non-adjacent step (the residual) is kept until then"

@@ -136,9 +136,7 @@ def test_scaled_dot_product_attention(which, linearize):
     check(Attention(which), torch.randn(2, 5, 8), linearize=linearize)
 
 
-@pytest.mark.parametrize("fused_attn", [True, pytest.param(False, marks=pytest.mark.xfail(
-    strict=True, reason="timm's resolve_self_attn_mask returns None; the plan's jvp fallback refuses a "
-    "function without tensor output (plan._jvp_call)"))])
+@pytest.mark.parametrize("fused_attn", [True, False])
 def test_timm_vit(fused_attn):
     """A small timm ViT through its fused (scaled_dot_product_attention) and its explicit
     (matmul, softmax) attention."""
