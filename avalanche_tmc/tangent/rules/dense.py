@@ -116,18 +116,18 @@ def _dense_unfused(
     if dx is None:
         y = F.linear(x, weight, bias)
         if d_weight is None:
-            return y, (None if d_bias is None else d_bias.expand_as(y))
+            return y, (None if d_bias is None else d_bias.to(y.dtype).expand_as(y))
         return y, F.linear(x, d_weight, d_bias)
     if fuse:
         both = F.linear(torch.cat([x, dx], 0), weight)
         y, dy = both[: x.shape[0]], both[x.shape[0]:]
-        if bias is not None:
-            y = y + bias
+        if bias is not None:  # (a float32 bias beside autocast's output: the output's dtype)
+            y = y + bias.to(y.dtype)
     else:
         y = F.linear(x, weight, bias)
         dy = F.linear(dx, weight)
     if d_weight is not None:
         dy = dy + F.linear(x, d_weight, d_bias)
     elif d_bias is not None:
-        dy = dy + d_bias
+        dy = dy + d_bias.to(dy.dtype)
     return y, dy
