@@ -315,7 +315,7 @@ def bilinear_rule(
     if dx is None:
         y = conv_apply(x, weight, bias, conf)
         if not has_weight_tangent:
-            return y, (None if d_bias is None else d_bias.expand_as(y))
+            return y, (None if d_bias is None else _channel_vector(d_bias, y, conf).expand_as(y))
         return y, conv_apply(x, d_weight, d_bias, conf)
     if not fuse and tangent_node_applies(x, weight, conf):
         # Training: one autograd node for the tangent (keeps x, not dx; no separate sum).
@@ -324,7 +324,7 @@ def bilinear_rule(
         both = conv_apply(torch.cat([x, dx], 0), weight, None, conf)
         y, dy = both[: x.shape[0]], both[x.shape[0]:]
         if bias is not None:
-            y = y + bias.view(1, -1, *([1] * conf["dim"]))
+            y = y + _channel_vector(bias, y, conf)
         if has_weight_tangent:  # added into dy, a part of this call's own output
             return y, conv_accumulate(dy, x, d_weight, d_bias, conf)
     else:
@@ -333,8 +333,14 @@ def bilinear_rule(
     if has_weight_tangent:
         dy = dy + conv_apply(x, d_weight, d_bias, conf)
     elif d_bias is not None:
-        dy = dy + d_bias.view(1, -1, *([1] * conf["dim"]))
+        dy = dy + _channel_vector(d_bias, dy, conf)
     return y, dy
+
+
+def _channel_vector(vector: Tensor, like: Tensor, conf: Dict[str, Any]) -> Tensor:
+    """A per-channel ``vector`` shaped to broadcast over ``like`` and in its dtype (under
+    autocast a float32 bias beside a bfloat16 output would promote the sum to float32)."""
+    return vector.to(like.dtype).view(1, -1, *([1] * conf["dim"]))
 
 
 def conv_conf_of(module: nn.Module) -> Dict[str, Any]:

@@ -204,16 +204,13 @@ class ConvConvNorm(nn.Module):
         return self.fc(self.norm(self.conv2(self.conv1(x)).permute(0, 2, 3, 1)).mean(dim=(1, 2)))
 
 
-@pytest.mark.parametrize("implementation", ["generic", pytest.param("fast", marks=pytest.mark.xfail(
-    strict=True, reason="fast-path rules: the fused no-gradient branch promotes the primal to float32"))])
+@pytest.mark.parametrize("implementation", ["generic", "fast"])
 def test_output_dtype_without_gradients(implementation):
     """Evaluation (no gradients) under autocast: the output in the autocast dtype, as with
-    gradients. The fast path fails it today: without gradients the convolution/linear rules
-    (rules/linear.py bilinear_rule, rules/dense.py dense_rule) batch primal and tangent into
-    one product, then add the float32 bias outside autocast, so the primal leaves in float32
-    beside a bfloat16 tangent; the float32 output follows, and layer_norm_rule, given the
-    pair, raises "expected scalar type Float but found BFloat16" (ConvNeXt evaluated under
-    AutocastPlugin). Strict: when the rules are fixed, this test says so."""
+    gradients. Without gradients the convolution/linear rules batch primal and tangent into
+    one product and add the bias themselves: a float32 bias added outside autocast left the
+    primal in float32 beside a bfloat16 tangent, and layer_norm_rule, given the pair, raised
+    "expected scalar type Float but found BFloat16" (ConvNeXt evaluated under AutocastPlugin)."""
     tm = tangent_model("TinyResNet", implementation)
     torch.manual_seed(0)
     conv_norm = TangentModel(ConvConvNorm(), implementation=implementation)

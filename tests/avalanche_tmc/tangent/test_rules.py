@@ -347,3 +347,23 @@ def test_softmax_with_dim_as_keyword_uses_its_rule(monkeypatch):
 
     monkeypatch.setattr(plan, "_jvp_call", refuse)
     assert_same(generic, fast, torch.randn(5, 3, dtype=torch.float64), quick=True)
+
+
+def test_convolution_with_only_its_bias_linearized_after_an_input_without_tangent():
+    """The first convolution (its input carries no tangent) with δ on its bias only: the
+    tangent is the bias broadcast over the channels, in training and at inference."""
+    from avalanche_tmc import TangentModel
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3)).double()
+    linearize = ["0.bias", "3.weight"]
+    fast = TangentModel(net, implementation="fast", linearize=linearize)
+    generic = TangentModel(net, implementation="generic", linearize=linearize)
+    with torch.no_grad():
+        for p in fast.delta_parameters():
+            p.normal_()
+    generic.load_delta(fast.delta)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(fast(x), generic(x))
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), generic(x))
