@@ -114,7 +114,22 @@ def test_save_writes_the_tables_headed_by_the_command(tmp_path, monkeypatch):
                                                                                                num_classes=5)))
     out = tmp_path / "speed.md"
     speed.main(["--networks", "tiny", "--rounds", "1", "--ensemble-rounds", "0", "--task-counts", "1",
-                "--save", str(out)])
+                "--no-pin-allocator", "--save", str(out)])
     text = out.read_text()
     assert text.startswith("<!-- written by: python -m benchmarks.speed --networks tiny --rounds 1")
     assert "| tiny (8px, 4) |" in text and "Inference per batch" in text and "at commit " in text
+
+
+def test_allocator_pinning_takes_effect_on_glibc():
+    """In a process of its own (it changes the allocator of the process that calls it)."""
+    import platform
+    import subprocess
+    import sys
+
+    import pytest
+
+    if platform.system() != "Linux" or not platform.libc_ver()[0] == "glibc":
+        pytest.skip("glibc only")
+    done = subprocess.run([sys.executable, "-c", "from benchmarks.speed import pin_allocator; print(pin_allocator())"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
