@@ -1,15 +1,16 @@
 """Speed and memory of tangent models against plain networks: ``python -m benchmarks.speed``.
 
-What it is for: the numbers behind the claim "a tangent training step costs about one
-plain step, composed inference about two plain forwards", measured, per network, in one
+What it is for: the numbers behind the claim "a tangent training step costs 1.1-1.6 plain
+steps, composed inference 2.4-3.2 plain forwards" (docs/speed.md), measured, per network, in one
 process with interleaved repetitions (every measured function runs once per round, so a
 busy machine slows all of them alike) and medians over rounds.
 
 For each network (random weights: timing does not depend on their values) it prints:
 
-* **train step**: plain fine-tuning (SGD momentum, BatchNorm in train mode, cross-entropy,
-  every parameter) vs a tangent step (Adam on δ, RSL), generic ``torch.func.jvp`` path
-  and fast path, as seconds and as multiples of the plain step;
+* **train step**: plain fine-tuning (Adam, or SGD with momentum with ``--plain-optimizer
+  sgd``; BatchNorm in train mode; every parameter) vs a tangent step (Adam on δ), both
+  with the rescaled square loss, generic ``torch.func.jvp`` path and fast path, as
+  seconds and as multiples of the plain step;
 * **inference**: a plain forward vs the composed TMC model (the average of T components:
   one model whatever T), TME (softmax average of T tangent models) and Ens-SM (softmax
   average of T plain networks; timed as T forwards of one network, since the weights do
@@ -37,13 +38,13 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from avalanche_tmc import RescaledSquareLoss, TangentModel, log_softmax_ensemble, replace_head
 
 __all__ = [
-    "TASK_COUNTS", "NetworkSpec", "NETWORKS", "PRESETS", "pin_allocator", "interleaved_medians", "training_memory", "time_network",
+    "TASK_COUNTS", "NetworkSpec", "NETWORKS", "PRESETS", "pin_allocator", "interleaved_medians", "training_memory",
+    "time_network",
     "format_training_table", "format_inference_table", "time_continual_run", "main",
 ]
 
