@@ -9,10 +9,12 @@ files travels)::
     avalanche-tmc evaluate composed.safetensors
     avalanche-tmc forget composed.safetensors silo_b/experience-2.safetensors --out rest.safetensors
 
-The network and the data come from two factories named ``module:function`` (imported
-with the current directory on the path, as ``python -m`` does), called with keyword
-arguments: ``--model-option KEY=VALUE`` for the model, ``--data-option KEY=VALUE`` for
-the data, ``--option KEY=VALUE`` for both:
+The network and the data come from two factories named ``module:function`` (an
+installed module, or one on ``PYTHONPATH``) or ``path/to/file.py:function`` (a file, loaded
+by its path), called with keyword arguments. The working directory is never searched: a
+file there named like a package (``sklearn.py``) must not replace that package, so a
+factory file in it is named by path (``./my_factories.py:model``). Keyword arguments:
+``--model-option KEY=VALUE`` for the model, ``--data-option KEY=VALUE`` for the data, ``--option KEY=VALUE`` for both:
 
 * ``--model`` returns the pre-trained network, its head sized for the classes (every
   silo must get the same weights: load them from a file, seed a new head);
@@ -183,22 +185,60 @@ def parse_options(pairs: Sequence[str], flag: str = "--option") -> Dict[str, Any
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
-    """The function named by ``"module:function"``, imported with the current directory on
-    the path. Raises :class:`FactoryError` with what went wrong."""
-    module_name, sep, function = spec.partition(":")
-    if not sep or not module_name or not function:
-        raise FactoryError(f"A factory is named 'module:function', got {spec!r}.")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise FactoryError(f"Cannot import {module_name!r} for factory {spec!r}: {error}. Name a module on the path "
-                           "or in the current directory (e.g. avalanche_tmc.factories:split_fmnist).") from None
+    """The function named by ``"module:function"`` (an importable module; the working
+    directory is not searched) or ``"path/to/file.py:function"`` (that file, loaded by its
+    path). Raises :class:`FactoryError` with what went wrong."""
+    target, sep, function = spec.rpartition(":")
+    if not sep or not target or not function:
+        raise FactoryError(f"A factory is named 'module:function' or 'path/to/file.py:function', got {spec!r}.")
+    module = _factory_file(target, spec) if _names_a_file(target) else _factory_module(target, function, spec)
     try:
         return getattr(module, function)
     except AttributeError:
-        raise FactoryError(f"{module_name!r} has no function {function!r} (factory {spec!r}).") from None
+        raise FactoryError(f"{target!r} has no function {function!r} (factory {spec!r}).") from None
+
+
+def _names_a_file(target: str) -> bool:
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
+def _factory_module(name: str, function: str, spec: str) -> Any:
+    """An installed (or ``PYTHONPATH``) module, imported without the working directory."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        local = os.path.join(*name.split(".")) + ".py"
+        hint = (f" The command line does not import from the working directory (a file there could shadow an "
+                f"installed package); name the file instead: {local if os.sep in local else './' + local}:{function}."
+                if os.path.isfile(local) else " Name an installed module (e.g. avalanche_tmc.factories:digits) or a "
+                "file by its path (./my_factories.py:model).")
+        raise FactoryError(f"Cannot import {name!r} for factory {spec!r}: {error}.{hint}") from None
+
+
+def _factory_file(target: str, spec: str) -> Any:
+    """The Python file ``target`` as a module of its own (registered under a private name,
+    so that pickling and dataclasses inside it work); its imports see the usual path."""
+    import hashlib
+    import importlib.util
+
+    path = os.path.abspath(os.path.expanduser(target))
+    if not os.path.isfile(path):
+        raise FactoryError(f"No factory file {target!r} (factory {spec!r}): give the path of a .py file that defines "
+                           "the function.")
+    name = "avalanche_tmc_factory_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise FactoryError(f"Cannot load {target!r} as Python (factory {spec!r}): name a .py file.")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001  (any failure of the user's file is reported as such)
+        del sys.modules[name]
+        raise FactoryError(f"Loading the factory file {target!r} failed: {type(error).__name__}: {error}") from error
+    return module
 
 
 def _call_factory(spec: str, options: Dict[str, Any], what: str) -> Any:
@@ -580,9 +620,11 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
 def _factory_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model and data (the same on every silo)")
     group.add_argument("--model", default=DEFAULT_MODEL, metavar="MODULE:FUNCTION",
-                       help="factory returning the pre-trained network, its head sized for the classes")
+                       help="factory returning the pre-trained network, its head sized for the classes: an installed "
+                            "module's function or path/to/file.py:function (the working directory is not searched)")
     group.add_argument("--data", default=DEFAULT_DATA, metavar="MODULE:FUNCTION",
-                       help="factory returning an Avalanche benchmark (train_stream, test_stream)")
+                       help="factory returning an Avalanche benchmark (train_stream, test_stream): module:function "
+                            "or path/to/file.py:function")
     group.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
                        help="keyword argument of the model factory (repeat it); VALUE is read as JSON if it parses, "
                             "e.g. --model-option num_classes=10")
@@ -769,7 +811,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def entry_point() -> None:
-    """The ``avalanche-tmc`` console script."""
+    """The ``avalanche-tmc`` console script (and ``python -m avalanche_tmc``)."""
+    from ._safe_path import drop_working_directory
+
+    drop_working_directory()
     sys.exit(main())
 
 

@@ -192,8 +192,9 @@ def test_factory_template(clean_env, tmp_path):
     (work / "my_factories.py").write_text(readme_python("# my_factories.py"), encoding="utf-8")
     _run([str(python), "my_factories.py"], cwd=work, env=env)
     assert (work / "silo" / "experience-0.safetensors").is_file()
-    # and as the comment says: the console script with the factories named by module
+    # and as the comment says: the console script with the factories named by their file
     _run(["avalanche-tmc", "train-component", "--experience", "1", "--out", "silo/", "--quiet", "--epochs", "1",
-          "--model", "my_factories:model", "--data", "my_factories:data", "--data-option", "n_experiences=5"],
+          "--model", "./my_factories.py:model", "--data", "./my_factories.py:data", "--data-option",
+          "n_experiences=5"],
          cwd=work, env=env)
     assert (work / "silo" / "experience-1.safetensors").is_file()

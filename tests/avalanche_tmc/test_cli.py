@@ -21,6 +21,8 @@ from avalanche_tmc.cli import (
     EXIT_OK,
     EXIT_TRAINING,
     EXIT_USAGE,
+    FactoryError,
+    load_factory,
     main,
 )
 from avalanche_tmc.files import compose_components, composed_delta, load_component
@@ -32,10 +34,12 @@ FACTORIES = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data", "te
 TRAIN = ["--epochs", "2", "--lr", "1e-2", "--batch-size", "16", "--quiet", *FACTORIES]
 
 
-def _cli(*args, launcher=None, timeout=240):
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONWARNINGS="ignore")
-    command = launcher or [sys.executable, "-m", "avalanche_tmc.cli"]
-    done = subprocess.run([*command, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+def _cli(*args, launcher=None, timeout=240, cwd=ROOT):
+    # the test factories are found through PYTHONPATH: the command line never imports from
+    # its working directory
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
+    command = launcher or [sys.executable, "-m", "avalanche_tmc"]
+    done = subprocess.run([*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
     return done
 
@@ -115,7 +119,7 @@ def test_train_component_under_torchrun_shares_the_experiences(silos, tmp_path):
     start = time.time()
     done = _cli("train-component", "--experience", "all", "--out", tmp_path, *TRAIN,
                 launcher=[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-                          "avalanche_tmc.cli"])
+                          "avalanche_tmc"])
     out = _ok(done)
     assert "(rank 0)" in out and "(rank 1)" in out and time.time() - start < 200
     # only rank 0 prints: every file once (both ranks' files), the assignment once
@@ -175,3 +179,48 @@ def test_exit_codes(silos, tmp_path, capsys):
                  "--lr", "1e30"]) == EXIT_TRAINING
     assert "diverged" in capsys.readouterr().err
     assert not (tmp_path / "diverged" / "experience-0.safetensors").exists()
+
+
+# third-party packages the command imports after it starts (a file shadowing the standard
+# library, or anything the interpreter imports before the command runs, is Python's own
+# `python -m` behaviour: `python -P` or the console script avoid it)
+PLANTED = ("sklearn", "safetensors", "tqdm", "pandas", "joblib", "threadpoolctl", "cloudpickle", "avalanche",
+           "torchvision", "timm")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("launcher", ["console script", "python -m avalanche_tmc", "python -m avalanche_tmc.cli"])
+def test_modules_planted_in_the_working_directory_never_run(silos, tmp_path, launcher):
+    """A folder holding files named like the packages the command imports: evaluating a
+    component there (factories from an installed module and from a file named by path)
+    runs none of them (issue 30, case 1)."""
+    for name in PLANTED:
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / 'RAN')!r}, 'a').write('{name} ')\n"
+                                             "raise SystemExit('planted module ran')\n")
+    (tmp_path / "my_factories.py").write_text((ROOT / "tests/avalanche_tmc/cli_factories.py").read_text())
+    command = {"console script": [str(Path(sys.executable).with_name("avalanche-tmc"))],
+               "python -m avalanche_tmc": [sys.executable, "-m", "avalanche_tmc"],
+               "python -m avalanche_tmc.cli": [sys.executable, "-m", "avalanche_tmc.cli"]}[launcher]
+    for factories in (FACTORIES, ["--model", "./my_factories.py:model", "--data", "./my_factories.py:data",
+                                  "--option", "tasks=3"]):
+        report = json.loads(_ok(_cli("evaluate", silos / "composed.safetensors", "--json", "--quiet", *factories,
+                                     launcher=command, cwd=tmp_path)))
+        assert report["samples"] == sum(len(e.dataset) for e in cli_factories.data(tasks=3).test_stream)
+    assert not (tmp_path / "RAN").exists(), (tmp_path / "RAN").read_text()
+
+
+def test_a_factory_module_in_the_working_directory_is_named_by_its_path(tmp_path, monkeypatch):
+    (tmp_path / "my_factories.py").write_text("def model():\n    return 'from the file'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    with pytest.raises(FactoryError, match=r"does not import from the working directory.*\./my_factories\.py:model"):
+        load_factory("my_factories:model")
+    assert load_factory("./my_factories.py:model")() == "from the file"
+    assert load_factory(f"{tmp_path / 'my_factories.py'}:model")() == "from the file"
+    with pytest.raises(FactoryError, match="No factory file"):
+        load_factory("./missing.py:model")
+    with pytest.raises(FactoryError, match="has no function 'data'"):
+        load_factory("./my_factories.py:data")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('broken on import')\n")
+    with pytest.raises(FactoryError, match="broken on import"):
+        load_factory("./broken.py:model")
