@@ -14,7 +14,7 @@ each experience once, no content under two experience ids.
 import contextlib
 from collections import OrderedDict
 from dataclasses import replace
-from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -26,10 +26,16 @@ from .component import Component, IncompatibleComponentsError
 __all__ = ["compose_components", "forget_component", "composed_delta"]
 
 
-def _check_distinct(components: Sequence[Component]) -> None:
-    """Each experience once, and no content under two experience ids."""
+def _check_distinct(components: Sequence[Component], learned: Optional[Mapping[Any, str]] = None,
+                    where: str = "this strategy") -> None:
+    """Each experience once, and no content under two experience ids: among ``components``
+    and, when given, the members already ``learned`` (experience id -> content hash) by
+    ``where``. The one rule of :func:`compose_components` and of loading files into a strategy."""
     experiences: Dict[int, str] = {}
     contents: Dict[str, Tuple[str, Any]] = {}
+    for experience, sha256 in (learned or {}).items():
+        experiences[experience] = where
+        contents[sha256] = (where, experience)
     for component in components:
         for member in component.members:
             if member["experience"] in experiences:

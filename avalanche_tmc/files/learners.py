@@ -14,6 +14,7 @@ from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Uni
 import torch
 from torch import Tensor
 
+from ..composition.additive import AdditiveComposition
 from ..composition.learner import ComposableLearner, learner_device
 from ..composition.statistics import STAT_KEYS
 from ..tangent import TangentModel
@@ -88,7 +89,10 @@ def components_for(paths: Union[str, Sequence[str]], model: torch.nn.Module, lea
                    name: str = "this strategy's model", *, key: Union[None, bytes, str] = None) -> List[Component]:
     """The component files of ``paths`` (a directory: its ``.safetensors``), ordered by
     experience, each checked before any is used: a component (not a composition), of
-    ``model``'s base, an experience not in ``learned``, not twice, no content twice.
+    ``model``'s base, an experience not in ``learned``, not twice, no content twice (among
+    the files and, when ``learned`` is the strategy's composition, its members: the rule of
+    :func:`~avalanche_tmc.files.arithmetic.compose_components`), and a sum with ``learned``
+    that stays finite: all files are installed, or none.
 
     :raises IncompatibleComponentsError: naming the file and what does not fit.
     """
@@ -103,8 +107,24 @@ def components_for(paths: Union[str, Sequence[str]], model: torch.nn.Module, lea
         if component.experience in learned:
             raise IncompatibleComponentsError(f"Experience {component.experience} ({component.name()}) is already "
                                               "learned by this strategy; forget it first.")
-    _check_distinct(components)
+    if isinstance(learned, AdditiveComposition):
+        checksums = learned.checksums
+        _check_distinct(components, checksums)
+        _check_sum(learned, checksums, components)
+    else:
+        _check_distinct(components)
     return components
+
+
+def _check_sum(learned: AdditiveComposition, checksums: Mapping[Any, str], components: Sequence[Component]) -> None:
+    """Add ``components`` to a copy of ``learned``'s sum, with the arithmetic installing them
+    uses: a sum or total weight that overflows is refused before anything is installed."""
+    trial = learned.empty_like(keep_components=False)
+    if len(learned):
+        trial.merge(learned.weights, learned.summed(), checksums=checksums)
+    for component in components:
+        with _numbers_of(component):
+            trial.add(component.experience, component.tensors, component.weight)
 
 
 def install_composition(strategy: ComposableLearner, composition: Component,

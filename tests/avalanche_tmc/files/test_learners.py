@@ -5,6 +5,7 @@ tests' ``device``: what a strategy reads from files lives where it learns)."""
 import os
 
 import pytest
+import torch
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import (
@@ -15,7 +16,7 @@ from avalanche_tmc import (
     TMCStrategy,
     penultimate,
 )
-from tests.avalanche_tmc.files.common import base_net, equal, tmc, train
+from tests.avalanche_tmc.files.common import base_net, craft, equal, same_net, set_entry, tmc, train
 from tests.helpers import NUM_CLASSES, quiet_evaluator
 
 
@@ -71,3 +72,36 @@ def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm, device):
                                 evaluator=quiet_evaluator())
     with pytest.raises(cf.IncompatibleComponentsError):
         cf.install_composition(head, composition)
+
+
+def test_loading_a_learned_component_under_another_id_is_refused(bm, tmp_path, device):
+    """Issue 30, case 5: a strategy that trained experience 0 accepted a file holding the same δ under id 5
+    (counted twice), while compose_components refused the same files: one rule for both."""
+    directory = tmp_path / "run"
+    for keep in (True, False):
+        strategy = train(tmc(component_dir=str(directory / str(keep)), keep_components=keep, device=device),
+                         bm.train_stream[:1])
+        original = str(directory / str(keep) / "experience-0.safetensors")
+        relabelled = craft(original, tmp_path / "experience-5.safetensors", set_entry(["members", 0, "experience"], 5),
+                           rehash=True)
+        with pytest.raises(cf.IncompatibleComponentsError, match="same content"):
+            cf.compose_components([cf.load_component(original), cf.load_component(relabelled)])
+        before = {n: t.clone() for n, t in strategy.composed_delta.items()}
+        with pytest.raises(cf.IncompatibleComponentsError, match="same content"):
+            strategy.load_components(relabelled)
+        assert strategy.learned().keys == [0] and equal(strategy.composed_delta, before)
+
+
+def test_files_whose_sum_overflows_are_all_refused_before_any_is_installed(model, tmp_path, device):
+    """Issue 30, case 20: two finite files whose sum overflows raised after installing the first."""
+    huge = {n: torch.full_like(t, 3e38) for n, t in model.delta.items()}
+    paths = [cf.save_component(cf.tangent_component(model, {n: t * f for n, t in huge.items()}, e),
+                               str(tmp_path / f"experience-{e}.safetensors")) for e, f in ((0, 1.0), (1, 0.999))]
+    strategy = tmc(base=same_net(), device=device)
+    with pytest.raises(cf.IncompatibleComponentsError, match="not finite"):
+        strategy.load_components(paths)
+    assert len(strategy.learned()) == 0 and not strategy.learned_classes()
+    strategy.load_components(paths[0])  # each alone is fine; the second then overflows the sum: refused too
+    with pytest.raises(cf.IncompatibleComponentsError, match="not finite"):
+        strategy.load_components(paths[1])
+    assert strategy.learned().keys == [0]
