@@ -68,7 +68,6 @@ class AdditiveComposition:
 
     noun = "component"
     argument = "tensors"  # what forget() takes, in messages
-    forget_rtol, forget_atol = 1e-5, 1e-8
 
     def __init__(self, keep_components: bool = True, scaled: bool = True):
         self.keep_components = keep_components
@@ -234,7 +233,7 @@ class AdditiveComposition:
         """Remove member ``key`` exactly: afterwards the sum is that of the others (to float
         rounding). ``tensors`` is needed only when members are not kept, and must then be the
         member as added (its checksum is compared); when kept, a given ``tensors`` must be
-        close to the kept one."""
+        the kept one bit for bit (same dtype and values; the kept one is subtracted)."""
         if key not in self._weights:
             raise KeyError(f"No {self.noun} with key {key!r}; present: {self.keys}.")
         if tensors is None:
@@ -247,12 +246,13 @@ class AdditiveComposition:
         tensors = self._checked(key, tensors)
         self._check_compatible(tensors)
         self._check_finite(tensors, f"{self.noun} given to forget {key!r}")
-        if self.keep_components:
+        if self.keep_components:  # bit for bit the kept one (dtype and values), as the checksum compares below
             kept = self._components[key]
-            differ = [n for n in kept if not torch.allclose(tensors[n].to(kept[n]), kept[n], rtol=self.forget_rtol,
-                                                            atol=self.forget_atol)]
+            differ = [n for n in kept if tensors[n].dtype != kept[n].dtype
+                      or not torch.equal(tensors[n].to(kept[n].device), kept[n])]
             if differ:
                 raise ValueError(self._differs_message(key, differ))
+            tensors = kept
         elif tensors_sha256(tensors) != self._checksums[key]:
             raise ValueError(
                 f"The {self.noun} given to forget {key!r} is not the one added under that key (its checksum "

@@ -136,3 +136,21 @@ def test_forget_without_replay_is_unchanged(device):
         strategy.train(exp)
     strategy.forget(0)
     assert strategy.tangent_plugin.composition.keys == [1, 2, 3]
+
+
+@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+def test_forget_with_a_nearly_equal_component_is_refused(bm, learner, device):
+    """Issue 30, case 6: forget(0, delta=δ0·(1+9e-6)) passed an allclose check and subtracted the given δ,
+    not the kept one. Only the kept component, bit for bit (same dtype and values), is accepted."""
+    strategy = train_seeded(tmc(device=device) if learner == "tmc" else analytic(device=device), bm.train_stream[:2])
+    kept = learned_of(strategy).components[0]
+    before = {n: t.clone() for n, t in learned_of(strategy).summed().items()}
+    near = {n: t * (1 + 9e-6) for n, t in kept.items()}
+    other_dtype = {n: t.float() if t.dtype == torch.float64 else t.double() for n, t in kept.items()}
+    for wrong in (near, other_dtype):
+        with pytest.raises(ValueError, match="differ"):
+            strategy.forget(0, wrong)
+        assert learned_of(strategy).keys == [0, 1]
+        assert all(torch.equal(t, before[n]) for n, t in learned_of(strategy).summed().items())
+    strategy.forget(0, {n: t.clone() for n, t in kept.items()})  # bit for bit the kept one: accepted
+    assert learned_of(strategy).keys == [1]
