@@ -72,7 +72,8 @@ EXIT_BAD_FILE = 3
 """A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
 EXIT_INCOMPATIBLE = 4
 """Files that do not combine: another base model, head size or linearized set, an
-experience twice, the same content under two experience ids, forgetting a file that is not
+experience twice, the same content under two experience ids, files trained with different
+``--weighting`` (``compose`` without ``--mixed-weighting``), forgetting a file that is not
 in the composition; or an output file that exists (without ``--overwrite``), also one that
 another process created while this one worked: of two writers exactly one succeeds."""
 EXIT_FACTORY = 5
@@ -90,8 +91,9 @@ EXIT_CODES = """exit codes:
      id, an --out that cannot be written)
   3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
   4  files that do not combine (other base model, head size or linearized set; an experience
-     twice; the same content under two ids; forgetting a file that is not in the composition);
-     or an --out that exists, also one created by another process meanwhile (without --overwrite)
+     twice; the same content under two ids; different --weighting without --mixed-weighting;
+     forgetting a file that is not in the composition); or an --out that exists, also one created
+     by another process meanwhile (without --overwrite)
   5  the model or data factory cannot be imported, fails or rejects an --option
   6  training failed (diverged, or a rank of a torchrun run failed) or the torchrun set-up failed
      (e.g. WORLD_SIZE set without torchrun)
@@ -520,7 +522,7 @@ def cmd_compose(args: argparse.Namespace) -> int:
 
     _check_output(args.out, args.overwrite)
     key = _key(args)
-    composition = compose_components(_read(args.files, args.quiet, key))
+    composition = compose_components(_read(args.files, args.quiet, key), mixed_weighting=args.mixed_weighting)
     save_component(composition, args.out, overwrite=args.overwrite, key=key)
     print(f"wrote {args.out}: experiences {composition.experiences}, total weight {composition.weight:g}")
     return EXIT_OK
@@ -734,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
         "experience may appear once.")
     _files_argument(compose, "component or composition files, or directories")
     _output_arguments(compose, "FILE", "the composition file to write", "--out if it exists")
+    compose.add_argument("--mixed-weighting", action="store_true",
+                         help="compose files trained with different --weighting (mean: weight 1 each; samples: "
+                              "sample counts) anyway; refused by default (exit 4): their weights are not on one scale")
 
     forget = _command(
         commands, "forget", cmd_forget, "remove components from a composition file",

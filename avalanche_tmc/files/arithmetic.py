@@ -21,7 +21,7 @@ import torch
 from ..composition.additive import AdditiveComposition
 from ..composition.deltas import Delta
 from .bases import check_same_base
-from .component import Component, IncompatibleComponentsError
+from .component import Component, IncompatibleComponentsError, _clean
 
 __all__ = ["compose_components", "forget_component", "composed_delta"]
 
@@ -75,15 +75,44 @@ def _from_additive(additive: AdditiveComposition, members: List[Dict[str, Any]],
                      dict(first.base))
 
 
-def compose_components(components: Iterable[Component]) -> Component:
+def _weighting(component: Component) -> Optional[str]:
+    """How a tangent file's weights were chosen (``"mean"``: 1 each, ``"samples"``: sample
+    counts, ``"mixed"``: a composition of both, composed on purpose), as its settings record
+    it; None when unknown (statistics are always weighted by their sample counts)."""
+    weighting = component.settings.get("weighting") if component.payload == "delta" else None
+    return None if weighting is None else str(weighting)
+
+
+def _check_weighting(components: Sequence[Component], mixed_weighting: bool) -> Optional[str]:
+    """The weighting the composition records: the one all files share, ``"mixed"`` when
+    they differ and ``mixed_weighting`` allows it (refused otherwise), None when unknown."""
+    known = [(c, _weighting(c)) for c in components if _weighting(c) is not None]
+    kinds = {w for _, w in known}
+    if len(kinds) <= 1:
+        return next(iter(kinds), None)
+    if not mixed_weighting:
+        (a, wa), (b, wb) = known[0], next((c, w) for c, w in known if w != known[0][1])
+        raise IncompatibleComponentsError(
+            f"{a.name()} was trained with weighting {_clean(wa)!r} (weight {a.weight:g}) and {b.name()} with "
+            f"{_clean(wb)!r} (weight {b.weight:g}): their weights are not on one scale, so one silo's experiences "
+            "would be weighted by sample counts and the other's by 1 each (train_parallel refuses the same). Train "
+            "every silo with the same weighting (--weighting), or compose them anyway with mixed_weighting=True "
+            "(avalanche-tmc compose --mixed-weighting).")
+    return "mixed"
+
+
+def compose_components(components: Iterable[Component], *, mixed_weighting: bool = False) -> Component:
     """A composition of components and/or compositions, summed in the order given, with
     the :class:`~avalanche_tmc.composition.additive.AdditiveComposition` the strategies use: for
     tangent components ``S ← S + w_t δ_t`` from zeros, in ``δ``'s dtype, so the result is
     bit for bit the sum a :class:`~avalanche_tmc.composition.deltas.DeltaComposition` builds in
-    that order; statistics are added as they are.
+    that order; statistics are added as they are. Tangent files trained with different
+    weightings (``"mean"`` and ``"samples"``, as their settings record) are refused unless
+    ``mixed_weighting=True``; the composition records the weighting (``"mixed"`` then).
 
     :raises IncompatibleComponentsError: different bases (naming the difference), an
-        experience present twice, the same content under two experience ids.
+        experience present twice, the same content under two experience ids, different
+        weightings (without ``mixed_weighting``).
     """
     components = list(components)
     if not components:
@@ -92,6 +121,7 @@ def compose_components(components: Iterable[Component]) -> Component:
     for component in components:
         check_same_base(first, component)
     _check_distinct(components)
+    weighting = _check_weighting(components, mixed_weighting)
     additive = _additive(first.payload)
     for component in components:
         with _numbers_of(component):
@@ -100,9 +130,10 @@ def compose_components(components: Iterable[Component]) -> Component:
             elif component.members:
                 part = _as_additive(component)
                 additive.merge(part.weights, component.tensors, checksums=part.checksums)
+    settings = {} if weighting is None else dict(weighting=weighting)
     if not len(additive):  # only empty compositions
-        return replace(first, members=[], path=None)
-    return _from_additive(additive, [m for c in components for m in c.members], first)
+        return replace(first, members=[], path=None, settings=settings)
+    return replace(_from_additive(additive, [m for c in components for m in c.members], first), settings=settings)
 
 
 @contextlib.contextmanager

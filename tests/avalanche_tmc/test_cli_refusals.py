@@ -202,3 +202,20 @@ def test_two_concurrent_composes_one_wins_the_other_exits_4(tmp_path, files):
         assert codes == [EXIT_OK, EXIT_INCOMPATIBLE], (attempt, [p.stderr.read()[-500:] for p in processes])
         assert cf.load_component(str(out)).experiences == [0, 1]
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_compose_refuses_silos_of_different_weightings_unless_asked(tmp_path, files, capsys):
+    """Issue 30, case 7: `compose` of a --weighting samples silo with a mean one exited 0 with weights [16, 1]."""
+    path = files / "experience-0.safetensors"
+    component = cf.load_component(str(path))
+    component.weight = component.members[0]["weight"] = 16.0
+    component.settings = dict(weighting="samples")
+    cf.save_component(component, str(path))
+    one = cf.load_component(str(files / "experience-1.safetensors"))
+    one.settings = dict(weighting="mean")
+    cf.save_component(one, str(files / "experience-1.safetensors"))
+    out = tmp_path / "composed.safetensors"
+    assert main(["compose", str(files), "--out", str(out)]) == EXIT_INCOMPATIBLE
+    assert "--mixed-weighting" in capsys.readouterr().err and not out.exists()
+    assert main(["compose", str(files), "--out", str(out), "--mixed-weighting"]) == EXIT_OK
+    assert cf.load_component(str(out)).settings == dict(weighting="mixed")

@@ -122,3 +122,21 @@ def test_valid_files_whose_numbers_overflow_do_not_combine(model, tmp_path):
     heavy = cf.tangent_component(model, random_delta(model, seed=1), 3, weight=1e308)
     with pytest.raises(cf.IncompatibleComponentsError, match="infinite|not finite"):
         cf.compose_components([heavy, cf.tangent_component(model, random_delta(model, seed=2), 4, weight=1e308)])
+
+
+def test_files_of_different_weightings_are_composed_only_when_asked(model):
+    """Issue 30, case 7: a samples-weighted silo (weight 16) and a mean one (weight 1) composed with weights
+    [16, 1], while train_parallel refuses the same mismatch."""
+    samples = cf.tangent_component(model, random_delta(model, seed=0), 0, weight=16.0,
+                                   settings=dict(weighting="samples"))
+    mean = cf.tangent_component(model, random_delta(model, seed=1), 1, settings=dict(weighting="mean"))
+    unknown = cf.tangent_component(model, random_delta(model, seed=2), 2)  # files that do not say are not judged
+    with pytest.raises(cf.IncompatibleComponentsError, match="weighting 'samples'.*'mean'"):
+        cf.compose_components([samples, unknown, mean])
+    mixed = cf.compose_components([samples, mean], mixed_weighting=True)
+    assert mixed.weight == 17.0 and mixed.settings == dict(weighting="mixed")
+    with pytest.raises(cf.IncompatibleComponentsError, match="weighting"):  # the composition remembers
+        cf.compose_components([mixed, unknown, cf.tangent_component(model, random_delta(model, seed=3), 3,
+                                                                     settings=dict(weighting="mean"))])
+    same = cf.compose_components([mean, unknown])
+    assert same.settings == dict(weighting="mean") and same.weight == 2.0
