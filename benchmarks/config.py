@@ -12,7 +12,17 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from benchmarks.methods import TrainConfig
 
-__all__ = ["RunConfig", "Options", "train_config", "progress_key"]
+__all__ = ["RECIPE_CHOICES", "RunConfig", "Options", "train_config", "progress_key", "loader_options"]
+
+# The values each recipe setting of :class:`RunConfig` takes (the first is the default).
+RECIPE_CHOICES: Dict[str, Tuple[str, ...]] = {
+    "decay_kind": ("norm", "squared", "decoupled"),
+    "schedule": ("step", "authors"),
+    "transforms": ("square", "authors"),
+    "class_order": ("seeded", "label"),
+    "shards": ("permutation", "authors"),
+    "imagenet_weights": ("DEFAULT", "IMAGENET1K_V1"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,12 +59,30 @@ class RunConfig:
     tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
     tuned_by: Optional[str] = None
     seeds: Tuple[int, ...] = (0,)
+    # The training recipe (defaults: the offline main job's; ``AUTHORS`` in
+    # benchmarks/presets.py: the paper authors' code). See docs/paper-benchmarks.md.
+    linearize_from: Optional[str] = None  # tangent methods: first linearized module (None: all)
+    decay: float = 0.0  # decay on δ (tangent methods), avalanche_tmc's ``decay``
+    decay_kind: str = "norm"  # "norm" (the authors'), "squared" or "decoupled"
+    tme_beta: Optional[float] = None  # TME trained with its own β (None: TMC's components)
+    schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": after it
+    transforms: str = "square"  # image datasets: "square" (resize) or "authors" (crop + flip)
+    class_order: str = "seeded"  # "seeded" (by the data seed) or "label" (the authors')
+    shards: str = "permutation"  # data-IL: "permutation" (by the data seed) or "authors"
+    imagenet_weights: str = "DEFAULT"  # torchvision weights of the backbone: DEFAULT or IMAGENET1K_V1
 
     def __post_init__(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"A run needs distinct seeds, got {self.seeds}.")
         if not self.methods:
             raise ValueError("A run needs at least one method.")
+        for name, allowed in RECIPE_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}.")
+        if not 0 <= self.decay < float("inf"):
+            raise ValueError(f"decay must be a finite number >= 0, got {self.decay!r}.")
+        if self.tme_beta is not None and not 0 < self.tme_beta <= 1000:
+            raise ValueError(f"tme_beta must be in (0, 1000], got {self.tme_beta!r}.")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":
@@ -102,6 +130,9 @@ class Options:
     threads: Optional[int] = None  # threads per process (None: the cores shared among the jobs)
     restart: bool = False
     deterministic: bool = False
+    workers: int = 0  # DataLoader worker processes for image datasets (0: the main process)
+    amp: Optional[str] = None  # "bf16" or "fp16": forwards under torch.autocast (AutocastPlugin)
+    progress: Optional[bool] = None  # a line per epoch with images/s and an ETA (None: for image runs)
 
 
 def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,
@@ -110,7 +141,17 @@ def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: in
     return TrainConfig(num_classes=num_classes, epochs=run.epochs, batch_size=run.batch_size,
                        lr_tangent=run.lr_tangent, lr=run.lr, beta=run.beta, milestones=run.milestones,
                        decay_at=run.decay_at, device=options.device, seed=seed, tangent_epochs=run.tangent_epochs,
-                       tuned=dict(run.tuned), bn_batches=bn_batches)
+                       tuned=dict(run.tuned), bn_batches=bn_batches, linearize_from=run.linearize_from,
+                       decay=run.decay, decay_kind=run.decay_kind, tme_beta=run.tme_beta, schedule=run.schedule,
+                       amp=options.amp)
+
+
+def loader_options(options: Options) -> Dict[str, Any]:
+    """The DataLoader arguments Avalanche's ``train``/``eval`` take, for ``options.workers``."""
+    if options.workers <= 0:
+        return {}
+    return dict(num_workers=options.workers, persistent_workers=True,
+                pin_memory=str(options.device).startswith("cuda"))
 
 
 def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
@@ -118,5 +159,6 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     (a re-run with other settings never picks up a stale result)."""
     key = {k: v for k, v in dataclasses.asdict(run).items() if k != "seeds"}
     key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
-               bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic)
+               bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic,
+               amp=options.amp)
     return key

@@ -40,6 +40,7 @@ from torch.func import functional_call
 from avalanche_tmc import (
     Adaptation,
     AdaptThenComposeStrategy,
+    AutocastPlugin,
     TangentModel,
     TaskMaskPlugin,
     TMCSeqStrategy,
@@ -55,6 +56,7 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
+    "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES", "linearize_start",
     "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
     "component_row", "use_fused_kernels", "with_new_head", "other_beta", "FAMILIES", "SELF_TUNED", "tuning_unit",
     "decay_milestones", "config_for", "adaptation_candidates", "layer_candidates", "feature_layers",
@@ -94,6 +96,12 @@ class TrainConfig:
     # tuning unit (:func:`tuning_unit`) -> (learning rate, epochs) chosen for it; wins over the above
     tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
     head_seed: Optional[int] = None  # the new head's initialisation (None: ``seed``); experiments/variance.py
+    linearize_from: Optional[str] = None  # tangent methods linearize from this module on (None: everything)
+    decay: float = 0.0  # decay on δ of the tangent methods (avalanche_tmc's ``decay``; 0: none)
+    decay_kind: str = "norm"
+    tme_beta: Optional[float] = None  # the RSL β of TME's own components (None: TME shares TMC's)
+    schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": from the epoch after
+    amp: Optional[str] = None  # "bf16" / "fp16": forwards under autocast (AutocastPlugin)
 
     def for_family(self, family: str) -> "TrainConfig":
         """This config as a group of ``family`` sees it: the tangent family trains for
@@ -201,6 +209,11 @@ def method_groups() -> Tuple[MethodGroup, ...]:
     return tuple(_GROUPS.values())
 
 
+def group_named(name: str) -> MethodGroup:
+    """The group ``name``: a registered one or :data:`TME_GROUP` (KeyError if neither)."""
+    return TME_GROUP if name == TME_GROUP.name else _GROUPS[name]
+
+
 def method_names() -> Tuple[str, ...]:
     """Every registered row name, in table order."""
     return tuple(_ROWS)
@@ -221,14 +234,19 @@ def joint_methods() -> Tuple[str, ...]:
     return tuple(_JOINT_ROWS)
 
 
-def groups_for(methods: Sequence[str]) -> List[Tuple[MethodGroup, Tuple[str, ...]]]:
-    """The groups needed for ``methods`` and, for each, the requested rows."""
+def groups_for(methods: Sequence[str], *, own_tme: bool = False) -> List[Tuple[MethodGroup, Tuple[str, ...]]]:
+    """The groups needed for ``methods`` and, for each, the requested rows. ``own_tme``:
+    TME trains its own components (with ``TrainConfig.tme_beta``) in a group of its own,
+    :data:`TME_GROUP`, instead of evaluating TMC's."""
     unknown = [m for m in methods if m not in _ROWS]
     if unknown:
         raise ValueError(f"Unknown method(s) {unknown}; valid: {', '.join(_ROWS)}.")
     chosen = []
     for group in _GROUPS.values():
         rows = tuple(r for r in group.row_names if r in methods)
+        if own_tme and group.name == "tangent" and "tme" in rows:
+            rows = tuple(r for r in rows if r != "tme")
+            chosen.append((TME_GROUP, ("tme",)))
         if rows:
             chosen.append((group, rows))
     return chosen
@@ -263,11 +281,29 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
     )
     strategy = group.build(top, cfg, common)
     use_fused_kernels(strategy.optimizer)
-    milestones = sorted(set(cfg.milestones) | set(decay_milestones(cfg.epochs, cfg.decay_at)))
+    milestones = schedule_milestones(cfg)
+    if cfg.amp is not None and group.family != "training-free":  # last: fp16 scales the whole loss
+        strategy.plugins.append(AutocastPlugin(AMP_DTYPES[cfg.amp]))
     if milestones and strategy.optimizer is not None:
         scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, milestones, gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))
     return strategy
+
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def schedule_milestones(cfg: TrainConfig) -> List[int]:
+    """The epochs (0-based) from which ``MultiStepLR`` multiplies the learning rate by 0.1.
+
+    ``schedule="step"``: from each milestone on (the paper's text, "x0.1 at epochs 25 and
+    40"); ``"authors"``: the authors' code, whose epoch ``e`` trains at
+    ``lr · 0.1^#{m : m < e}``, so one epoch later (1e-4 for epochs 0-25 of 50, 1e-5 for
+    26-40, 1e-6 for 41-49)."""
+    milestones = set(cfg.milestones) | set(decay_milestones(cfg.epochs, cfg.decay_at))
+    if cfg.schedule == "authors":
+        milestones = {m + 1 for m in milestones}
+    return sorted(m for m in milestones if m < cfg.epochs)
 
 
 # Optimizers whose PyTorch implementation has a fused kernel on CPU and CUDA.
@@ -321,11 +357,49 @@ def other_beta(beta: float) -> float:
     return 5.0 if abs(beta - 25.0) < abs(beta - 5.0) else 25.0
 
 
-def _tangent(strategy_class, linearize: str, swap_beta: bool = False) -> Builder:
+# The first module after the stem, per layout (checked in this order): torchvision ResNets,
+# timm EfficientNets/MobileNets and ViTs, torchvision MobileNets/EfficientNets.
+_AFTER_STEM = ("layer1", "blocks", "features.1")
+
+
+def linearize_start(linearize_from: Optional[str], net: nn.Module) -> Optional[str]:
+    """The module a tangent model of ``net`` starts at (``TangentModel(start_at=...)``):
+    ``None`` (everything), a module name, or ``"after-stem"``, the first module after the
+    stem as the paper's authors linearize a ResNet (``layer1``; ``blocks`` of timm's
+    EfficientNets and ViTs, ``features.1`` of torchvision's MobileNets)."""
+    if linearize_from != "after-stem":
+        return linearize_from
+    names = {name for name, _ in net.named_modules()}
+    for candidate in _AFTER_STEM:
+        if candidate in names:
+            return candidate
+    raise ValueError(f"linearize_from='after-stem': {type(net).__name__} has none of the known stem ends "
+                     f"{_AFTER_STEM}; name the first module to linearize (--linearize-from MODULE).")
+
+
+def delta_decay_plugin(cfg: TrainConfig) -> Any:
+    """The decay on δ of ``cfg`` as a plugin, for tangent strategies built outside
+    ``avalanche_tmc``'s (``joint-tangent``): only the authors' norm penalty is a plugin."""
+    from avalanche_tmc import DeltaDecayPlugin
+
+    if cfg.decay_kind != "norm":
+        raise ValueError(f"joint-tangent takes the decay on δ as the authors' norm penalty only, got "
+                         f"decay_kind={cfg.decay_kind!r}.")
+    return DeltaDecayPlugin(cfg.decay)
+
+
+def decay_arguments(cfg: TrainConfig) -> Dict[str, Any]:
+    """The tangent strategies' decay arguments for ``cfg`` (none when it has no decay)."""
+    return dict(decay=cfg.decay, decay_kind=cfg.decay_kind) if cfg.decay > 0 else {}
+
+
+def _tangent(strategy_class, linearize: str, swap_beta: bool = False, own_tme_beta: bool = False) -> Builder:
     def build(top, cfg, common):
-        model = TangentModel(tangent_base(top, cfg), linearize=linearize)
-        beta = other_beta(cfg.beta) if swap_beta else cfg.beta
-        return strategy_class(model=model, lr=cfg.lr_tangent, beta=beta, **common)
+        net = tangent_base(top, cfg)
+        model = TangentModel(net, linearize=linearize,
+                             start_at=linearize_start(cfg.linearize_from, net) if linearize == "all" else None)
+        beta = other_beta(cfg.beta) if swap_beta else cfg.tme_beta if own_tme_beta else cfg.beta
+        return strategy_class(model=model, lr=cfg.lr_tangent, beta=beta, **decay_arguments(cfg), **common)
 
     return build
 
@@ -366,8 +440,11 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -
 
     def build(top, cfg, common):
         net = tangent_base(top, cfg) if tangent else with_new_head(top, cfg)
+        extra = dict(start_at=linearize_start(cfg.linearize_from, net)) if tangent and cfg.linearize_from else {}
+        if tangent and cfg.decay > 0:
+            extra["plugins"] = [delta_decay_plugin(cfg)]
         return make_builtin_strategy(row.name, model=net, lr=cfg.lr_tangent if tangent else cfg.lr,
-                                     mem_size=cfg.mem_size, beta=cfg.beta, **common)
+                                     mem_size=cfg.mem_size, beta=cfg.beta, **extra, **common)
 
     register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear")(build)
 
@@ -379,6 +456,11 @@ register_method(
     Row("tme", "TME", "O(T)", parallel=True, shipped=True),
     select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent",
 )(_tangent(TMEStrategy, "all"))  # trained once, evaluated as TMC or TME by select
+# TME with a β of its own (the paper's text: 5 for TME, 25 for TMC in class/task-IL) trains
+# its own components: one more tangent training per experience. Not registered (its row is
+# the "tangent" group's "tme"): groups_for(..., own_tme=True) puts it in that group's place.
+TME_GROUP = MethodGroup("tme", (_GROUPS["tangent"].rows[1],), _tangent(TMEStrategy, "all", own_tme_beta=True),
+                        components=_tangent_components, component_row="tme", family="tangent")
 register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)", shipped=True), family="tangent")(
     _tangent(TMCSeqStrategy, "all"))
 register_method(

@@ -43,7 +43,7 @@ from avalanche_tmc.distributed import (
     train_parallel,
 )
 from avalanche_tmc.files import save_component, strategy_components
-from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, method_groups
+from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, group_named, method_groups
 
 __all__ = ["parallelisable", "make_trainer", "ParallelTrainer", "time_group", "main"]
 
@@ -76,7 +76,7 @@ def _worker(rank: int, world: int, port: int, threads: int, group_name: str, bm,
     torch.set_num_threads(threads)
     init_parallel(backend="gloo", timeout=timeout)
     try:
-        group = {g.name: g for g in method_groups()}[group_name]
+        group = group_named(group_name)
         torch.manual_seed(cfg.seed)
         strategy = build_strategy(group, top, cfg, None)
         # the runner seeds experience e of seed s by 1000 s + e (benchmarks.run.experience_seed)
@@ -149,16 +149,18 @@ class ParallelTrainer:
 
 
 def make_trainer(strategy, group: MethodGroup, bm, top, cfg: TrainConfig, processes: int = 1,
-                 timeout: float = DEFAULT_TIMEOUT) -> Trainer:
+                 timeout: float = DEFAULT_TIMEOUT, loader: Optional[Dict[str, Any]] = None) -> Trainer:
     """What :func:`benchmarks.run.run_group` calls instead of ``strategy.train(data)``:
     a :class:`ParallelTrainer` when ``processes > 1`` and the group is
-    :func:`parallelisable`, else ``strategy.train`` (with a note when parallel was asked)."""
+    :func:`parallelisable`, else ``strategy.train`` with the DataLoader arguments
+    ``loader`` (with a note when parallel was asked)."""
+    loader = dict(loader or {})
     if processes <= 1:
-        return lambda s, data: s.train(data)
+        return lambda s, data: s.train(data, **loader)
     if not parallelisable(group, strategy):
         print(f"  {group.name}: trained sequentially (--parallel applies to groups whose experiences train "
               "independently: tmc/tme, tmc-fc, stats-ridge, ranpac, ncm)", flush=True)
-        return lambda s, data: s.train(data)
+        return lambda s, data: s.train(data, **loader)
     return ParallelTrainer(group, bm, top, cfg, processes, timeout)
 
 

@@ -18,7 +18,11 @@ from benchmarks.datasets import load_dataset
 from benchmarks.shrink import convolutions_as_matmuls, shrink_convolutions
 from benchmarks.trunk import cache_features, split_backbone
 
-__all__ = ["prepare", "first_experience_batches", "num_classes"]
+__all__ = ["FOLDER_DATASETS", "prepare", "load_run_dataset", "first_experience_batches", "num_classes"]
+
+
+# The image-folder datasets (decoded per batch from files under --data-root).
+FOLDER_DATASETS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet")
 
 
 def prepare(run: RunConfig, *, data_root: Optional[str] = None,
@@ -46,9 +50,8 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     :param weights: local state-dict file with the backbone's ImageNet weights.
     """
     start = time.time()
-    train, test = load_dataset(run.dataset, data_root=data_root, image_size=run.image_size,
-                               normalization=input_stats(run.backbone), **run.data_options)
-    backbone = load_backbone(run.backbone, weights=weights)
+    train, test = load_run_dataset(run, data_root)
+    backbone = load_backbone(run.backbone, weights=weights, version=run.imagenet_weights, download=False)
     if str(run.freeze_until).lower() in ("none", ""):
         top, note = backbone, "whole network trained"
     else:
@@ -68,6 +71,16 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     print(f"[{run.dataset}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
           f"samples, {run.image_size}px, {run.backbone}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
     return train, test, top
+
+
+def load_run_dataset(run: RunConfig, data_root: Optional[str] = None) -> Tuple[Dataset, Dataset]:
+    """``run``'s (train, test) datasets, images not yet decoded for the folder datasets
+    (cheap: the runner calls it before anything else to refuse a missing dataset early)."""
+    options = dict(run.data_options)
+    if run.transforms != "square":
+        options["transforms"] = run.transforms
+    return load_dataset(run.dataset, data_root=data_root, image_size=run.image_size,
+                        normalization=input_stats(run.backbone), **options)
 
 
 def num_classes(train: Dataset) -> int:

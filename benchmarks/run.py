@@ -33,8 +33,8 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import DivergenceError, find_head
 from avalanche_tmc.loggers import LOGGERS, check_loggers, make_loggers
 from benchmarks import report
-from benchmarks.config import Options, RunConfig, progress_key, train_config
-from benchmarks.jobs import default_jobs, run_tasks, threads_per_job
+from benchmarks.config import RECIPE_CHOICES, Options, RunConfig, loader_options, progress_key, train_config
+from benchmarks.jobs import available_cores, default_jobs, default_workers, run_tasks, threads_per_job
 from benchmarks.methods import (
     MethodGroup,
     TrainConfig,
@@ -49,16 +49,20 @@ from benchmarks.methods import (
     tuning_unit,
 )
 from benchmarks.parallel import make_trainer
-from benchmarks.prepare import first_experience_batches, num_classes, prepare
+from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
 from benchmarks.presets import PRESETS
+from benchmarks.progress import EpochProgressPlugin
+from benchmarks.refusals import Refusal, command_line
 from benchmarks.scenarios import SCENARIOS, make_scenario
 from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges, tune, validation_split
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
-           "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main"]
+           "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main",
+           "preflight", "check_backbone"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
-            "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune")
+            "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
+            "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights")
 
 
 def _positive_int(text: str) -> int:
@@ -94,6 +98,26 @@ def _milestones(text: str) -> str:
     if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
         raise argparse.ArgumentTypeError(f"milestones must be increasing positive epochs, got {text!r}")
     return text
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _decay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (the authors: 1e-5), got {text}")
+    return value
 
 
 def _seeds(text: str) -> Tuple[int, ...]:
@@ -139,8 +163,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
                         "(minibatch order, new-head initialisation, random projections); default: the preset's")
-    p.add_argument("--seed", type=int, default=None, help="a single seed (same as --seeds SEED,)")
-    p.add_argument("--data-seed", type=int, default=0,
+    p.add_argument("--seed", type=_non_negative_int, default=None, help="a single seed (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=_non_negative_int, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--jobs", type=_positive_int, default=None,
@@ -167,6 +191,41 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="train the experiences of TMC/TME, TMC-FC and the statistics heads in N processes "
                         "(torch.distributed, gloo); each experience is then seeded by its id, so numbers differ "
                         "from a sequential run by seed noise")
+    recipe = p.add_argument_group(
+        "training recipe", "how the paper presets follow the authors' code (docs/paper-benchmarks.md, 'Reproducing "
+        "the paper'); every paper preset sets them, the offline presets keep the defaults")
+    recipe.add_argument("--linearize-from", metavar="MODULE",
+                        help="tangent methods linearize this module and those after it; the stem before it stays "
+                             "plain (the authors: layer1 of a ResNet); default: the whole network")
+    recipe.add_argument("--decay", type=_decay, help="decay on δ of the tangent methods (the authors: 1e-5, norm)")
+    recipe.add_argument("--decay-kind", choices=RECIPE_CHOICES["decay_kind"],
+                        help="norm: + decay·sqrt(1e-6 + ‖δ‖²) in the loss (the authors'); squared: Adam's L2 "
+                             "weight decay; decoupled: AdamW's")
+    recipe.add_argument("--tme-beta", type=_bounded_float(1000.0, "the paper: 5"),
+                        help="TME trains its own components with this RSL β (the paper's text: 5); unset, TME "
+                             "evaluates TMC's components")
+    recipe.add_argument("--schedule", choices=RECIPE_CHOICES["schedule"],
+                        help="step: lr x0.1 from each milestone epoch on (the paper's text); authors: from the epoch "
+                             "after it (their code's lr·0.1^#{m < epoch})")
+    recipe.add_argument("--transforms", choices=RECIPE_CHOICES["transforms"],
+                        help="image datasets: square (resize to --image-size) or authors (train: resize 256, random "
+                             "crop 224, flip; test: resize 256, centre crop 224; scaled to --image-size)")
+    recipe.add_argument("--class-order", choices=RECIPE_CHOICES["class_order"],
+                        help="class/task-IL: seeded (a permutation by --data-seed) or label (the authors')")
+    recipe.add_argument("--shards", choices=RECIPE_CHOICES["shards"],
+                        help="data-IL shards: permutation (by --data-seed, cut in blocks) or authors (their fixed "
+                             "shuffle, dealt round-robin)")
+    recipe.add_argument("--imagenet-weights", choices=RECIPE_CHOICES["imagenet_weights"],
+                        help="torchvision backbones: which ImageNet weights, from torch's cache (never downloaded); "
+                             "the authors used IMAGENET1K_V1")
+    feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
+    feed.add_argument("--workers", type=_non_negative_int, default=None,
+                      help="DataLoader worker processes decoding images (default: one per core, up to 8, when the "
+                           "images are decoded per batch; 0 for cached features)")
+    feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,
+                      help="forwards under torch.autocast in this dtype (avalanche_tmc.AutocastPlugin)")
+    feed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="a line per epoch with images/s and an ETA (default: on when images are decoded per batch)")
     p.add_argument("--restart", action="store_true",
                    help="ignore method groups finished by an earlier, interrupted run in --out (default: resume)")
     args = p.parse_args(argv)
@@ -194,18 +253,21 @@ def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
     try:
         loggers = check_loggers(loggers)
     except ValueError as error:
-        raise SystemExit(str(error)) from None
+        raise Refusal(str(error)) from None
+    decoded_per_batch = any(str(r.freeze_until).lower() in ("none", "") for r in runs)
+    workers = args.workers if args.workers is not None else default_workers() if decoded_per_batch else 0
     options = Options(data_root=args.data_root, weights=args.weights, data_seed=args.data_seed, device=args.device,
                       out=args.out, verbose=args.verbose, loggers=tuple(loggers), bn_data=args.bn_data,
                       parallel=args.parallel, jobs=jobs, threads=threads_per_job(jobs, threads),
-                      restart=args.restart, deterministic=args.deterministic)
+                      restart=args.restart, deterministic=args.deterministic, workers=workers, amp=args.amp,
+                      progress=args.progress)
     return runs, options
 
 
 def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
     """The runs to do: the preset's, with every flag given on the command line applied."""
     if args.preset is not None and args.preset not in PRESETS:
-        raise SystemExit(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
+        raise Refusal(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
     runs = [dict(r) for r in PRESETS[args.preset]] if args.preset else [dict(PRESETS["offline"][0])]
     overrides = {k: getattr(args, k) for k in RUN_KEYS if getattr(args, k, None) is not None}
     if isinstance(overrides.get("milestones"), str):
@@ -215,7 +277,7 @@ def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
         for item in args.data_option:
             key, sep, value = item.partition("=")
             if not sep:
-                raise SystemExit(f"--data-option takes KEY=VALUE, got {item!r}")
+                raise Refusal(f"--data-option takes KEY=VALUE, got {item!r}")
             options[key] = _parse_value(value)
         overrides["data_options"] = options
     if getattr(args, "seeds", None) is not None:
@@ -227,17 +289,17 @@ def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
         scenario = overrides.pop("scenario")
         runs = [r for r in runs if r["scenario"] == scenario]
         if not runs:
-            raise SystemExit(f"Preset {args.preset!r} has no run of scenario {args.scenario!r}.")
+            raise Refusal(f"Preset {args.preset!r} has no run of scenario {args.scenario!r}.")
     defining = sorted(k for k in ("dataset", "scenario", "tasks", "data_options") if k in overrides)
     if len(runs) > 1 and defining:
-        raise SystemExit(f"Preset {args.preset!r} has {len(runs)} runs; {defining} would make them all the same run. "
+        raise Refusal(f"Preset {args.preset!r} has {len(runs)} runs; {defining} would make them all the same run. "
                          "Drop --preset (or use a single-run preset) to define one run on the command line.")
     if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
         overrides["data_options"] = {}
     try:
         return [RunConfig.from_dict(_override(run, overrides)) for run in runs]
     except ValueError as error:
-        raise SystemExit(str(error)) from None
+        raise Refusal(str(error)) from None
 
 
 # Flags after which a run's fixed, tuned values no longer describe it.
@@ -255,6 +317,58 @@ def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
         run.pop("tuned_by", None)
         run.pop("tuned", None)
     return run
+
+
+def preflight(runs: Sequence[RunConfig], options: Options) -> None:
+    """Refuse (:class:`~benchmarks.refusals.Refusal`), before any data is prepared, what
+    would fail later: more threads than cores, options that do not go together, unknown
+    methods or backbones, a missing package, weights file or folder dataset, a class too
+    small for its split."""
+    cores = available_cores()
+    if options.jobs * options.threads > cores and not options.deterministic:
+        raise Refusal(f"--jobs {options.jobs} x --threads {options.threads} = {options.jobs * options.threads} "
+                      f"threads on {cores} core(s): lower --jobs or --threads (each job is one process).")
+    for run in runs:
+        try:
+            groups_for(list(run.methods))
+        except ValueError as error:
+            raise Refusal(str(error)) from None
+        cached = str(run.freeze_until).lower() not in ("none", "")
+        if run.transforms != "square" and cached:
+            raise Refusal(f"--transforms {run.transforms} augments images at every epoch, but --freeze-until "
+                          f"{run.freeze_until} caches the frozen trunk's features once: use --freeze-until none, or "
+                          "--transforms square.")
+        if run.transforms != "square" and run.dataset not in FOLDER_DATASETS:
+            raise Refusal(f"--transforms {run.transforms} applies to the image-folder datasets "
+                          f"({', '.join(FOLDER_DATASETS)}), not to {run.dataset}.")
+        if run.linearize_from and cached:
+            raise Refusal(f"--linearize-from {run.linearize_from} with --freeze-until {run.freeze_until}: the trunk "
+                          "before --freeze-until is already frozen and cached; give one of them.")
+        check_backbone(run, options)
+        if run.dataset in FOLDER_DATASETS:  # lists the files only (fast): a missing folder is found here
+            load_run_dataset(run, options.data_root)
+
+
+def check_backbone(run: RunConfig, options: Options) -> None:
+    """Refuse an unknown backbone, or one whose package or weights are not on this machine
+    (the runner never downloads)."""
+    from benchmarks.backbones import efficientnet_lite0_weights_path, find_weights, resolve_backbone
+
+    try:
+        source, name = resolve_backbone(run.backbone)
+    except ValueError as error:
+        raise Refusal(str(error)) from None
+    if options.weights is not None:
+        if not os.path.isfile(os.path.expanduser(options.weights)):
+            raise Refusal(f"--weights {options.weights}: no such file (a state dict saved with "
+                          "torch.save(model.state_dict(), path)).")
+    elif source == "efficientnet_lite0":
+        efficientnet_lite0_weights_path()
+    elif source == "torchvision":
+        find_weights(name, run.imagenet_weights)
+    else:
+        raise Refusal(f"timm backbone {name!r}: the runner never downloads weights; save its state dict and pass "
+                      "--weights PATH.")
 
 
 def make_evaluator(out_dir: str, verbose: bool = False, loggers: Sequence[str] = ("csv",)) -> EvaluationPlugin:
@@ -284,12 +398,13 @@ def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]
 
 
 @torch.no_grad()
-def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: int) -> Dict[str, float]:
+def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: int,
+                          workers: int = 0) -> Dict[str, float]:
     accs, total, correct = {}, 0, 0
     for exp in test_stream:
         right = n = 0
         allowed = torch.tensor(sorted(exp.classes_in_this_experience))
-        for batch in DataLoader(exp.dataset, batch_size=batch_size):
+        for batch in DataLoader(exp.dataset.eval(), batch_size=batch_size, num_workers=workers):
             x, y = batch[0], batch[1]
             logits = forward(x)
             pred = allowed[logits[:, allowed].argmax(1)] if task_masked else logits.argmax(1)
@@ -316,15 +431,23 @@ def experience_seed(seed: int, experience: int) -> int:
 
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, loggers: Sequence[str] = ("csv",),
-              components: bool = True, parallel: int = 1) -> List[Dict[str, Any]]:
+              components: bool = True, parallel: int = 1, loader: Optional[Dict[str, Any]] = None,
+              progress: bool = False) -> List[Dict[str, Any]]:
     """Train one group over the stream and evaluate each of its rows after every experience
     (and, with ``components``, each component alone at the end); Avalanche's logs go to
     ``out_dir/<group>`` (``verbose``/``loggers``: see :func:`make_evaluator`).
     ``parallel > 1``: the experiences of a group whose components train independently are
-    shared among that many gloo processes (:mod:`benchmarks.parallel`)."""
+    shared among that many gloo processes (:mod:`benchmarks.parallel`). ``loader``: the
+    DataLoader arguments of every training and evaluation pass (workers);
+    ``progress``: a line per epoch with images/s and an ETA."""
     torch.manual_seed(cfg.seed)
+    loader = dict(loader or {})
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, loggers))
-    train = make_trainer(strategy, group, bm, top, cfg, processes=parallel)
+    if progress and group.family != "training-free":
+        stages_count = 1 if group.joint else len(bm.train_stream)
+        strategy.plugins.append(EpochProgressPlugin(f"seed {cfg.seed} {'+'.join(rows)}",
+                                                    stages_count * strategy.train_epochs))
+    train = make_trainer(strategy, group, bm, top, cfg, processes=parallel, loader=loader)
     results, train_seconds = [], 0.0
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
@@ -340,7 +463,7 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         for row in rows:
             select_row(strategy, group, row)
             start = time.time()
-            accs = _test_accuracies(strategy.eval(bm.test_stream), bm.test_stream)
+            accs = _test_accuracies(strategy.eval(bm.test_stream, **loader), bm.test_stream)
             results += [dict(base_row, method=row, model="composed", after_task=after_task, eval_exp=k, accuracy=a,
                              train_seconds=train_seconds, eval_seconds=time.time() - start) for k, a in accs.items()]
         print(f"  seed {cfg.seed} {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
@@ -355,7 +478,8 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     if components_under is not None:
         masked = base_row["scenario"] == "task"
         for k, forward in component_forwards(strategy, group).items():
-            accs = _component_accuracies(forward, bm.test_stream, masked, cfg.eval_batch_size)
+            accs = _component_accuracies(forward, bm.test_stream, masked, cfg.eval_batch_size,
+                                         loader.get("num_workers", 0))
             results += [dict(base_row, method=components_under, model=f"component-{k}", after_task=len(bm.train_stream),
                              eval_exp=e, accuracy=a, train_seconds=train_seconds, eval_seconds=0.0)
                         for e, a in accs.items()]
@@ -404,7 +528,8 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
     processes."""
     grid = TuningGrid.from_dict(run.tune or {})
     fit, val = validation_split(train, grid.val_fraction, seed=options.data_seed)
-    bm = make_scenario(run.scenario, fit, val, run.tasks, seed=options.data_seed)
+    bm = make_scenario(run.scenario, fit, val, run.tasks, seed=options.data_seed, class_order=run.class_order,
+                       shards=run.shards)
     print(f"  tuning on a validation split: {len(fit)} train / {len(val)} validation samples (from the training "
           f"set), {len(grid.trials('tangent'))} trials per unit ({', '.join(units)}), "
           + (f"lr x0.1 at {', '.join(f'{f:g}' for f in grid.decay_at)} of the epochs" if grid.decay_at else
@@ -475,15 +600,19 @@ def regime_label(freeze_until: Any) -> str:
 
 # Rough relative cost of a method group's training, to start the longest first (jobs).
 _GROUP_COST = {"der": 6, "er": 5, "ewc": 5, "lwf": 5, "independent": 4, "adapt": 4, "joint": 3, "joint-tangent": 3,
-               "tangent": 3, "tmc-seq": 3, "naive": 2, "tmc-fc": 1}
+               "tangent": 3, "tme": 3, "tmc-seq": 3, "naive": 2, "tmc-fc": 1}
 
 
 def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
     """All method groups of one (dataset, scenario, tasks, regime) run over its seeds: its
     result rows (one per seed) and, when the run is tuned, its tuning trials."""
-    groups = groups_for(list(run.methods))
+    groups = groups_for(list(run.methods), own_tme=run.tme_beta is not None)
     train, test, top = prepare(run, data_root=options.data_root, weights=options.weights)
-    bm = make_scenario(run.scenario, train, test, run.tasks, seed=options.data_seed)
+    bm = make_scenario(run.scenario, train, test, run.tasks, seed=options.data_seed, class_order=run.class_order,
+                       shards=run.shards)
+    cached = str(run.freeze_until).lower() not in ("none", "")
+    loader = {} if cached else loader_options(options)  # cached features are tensors: no decoding to share
+    show_progress = options.progress if options.progress is not None else not cached
     classes = num_classes(train)
     bn_batches = first_experience_batches(bm, run.batch_size) if options.bn_data != "none" else None
     cfg = train_config(run, options, num_classes=classes, seed=run.seeds[0], bn_batches=bn_batches)
@@ -495,6 +624,12 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
              f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)"
              + (f", tuned: {_tuned_text(run.tuned)}" if run.tuned else ""))
           + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"
+          + (f" (TME: its own components, beta {run.tme_beta})" if run.tme_beta is not None else "")
+          + (f", linearized from {run.linearize_from}" if run.linearize_from else "")
+          + (f", decay on delta {run.decay:g} ({run.decay_kind})" if run.decay else "")
+          + (f", {run.transforms} transforms" if run.transforms != "square" else "")
+          + (f", {options.workers} loader workers" if loader else "")
+          + (f", autocast {options.amp}" if options.amp else "")
           + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else "")
           + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)",
           flush=True)
@@ -522,7 +657,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         group_rows = run_group(group, rows, bm, top, seed_cfg,
                                dict(base_row, seed=seed, **_hyper_parameters(group, seed_cfg)),
                                os.path.join(out_dir, "logs", run.label, f"seed{seed}"), verbose=options.verbose,
-                               loggers=options.loggers, parallel=options.parallel)
+                               loggers=options.loggers, parallel=options.parallel, loader=loader,
+                               progress=show_progress)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
@@ -559,6 +695,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """Run every run of the preset / command line and write the report."""
     args = parse_args(argv)
     runs, options = resolve(args)
+    preflight(runs, options)
     out_dir = options.out or os.path.join("results", args.preset or runs[0].dataset)
     check_writable(out_dir)
     if options.deterministic:
@@ -587,4 +724,4 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(command_line(main, "python -m benchmarks.run"))

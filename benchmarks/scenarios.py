@@ -44,8 +44,11 @@ from avalanche.benchmarks.utils import (
 __all__ = [
     "SCENARIOS",
     "classes_per_experience",
+    "CLASS_ORDERS",
+    "SHARDINGS",
     "class_order",
     "class_indices",
+    "authors_shards",
     "class_incremental",
     "random_shards",
     "domain_shards",
@@ -68,8 +71,19 @@ def _targets(dataset) -> np.ndarray:
     return np.asarray(torch.as_tensor(dataset.targets).tolist(), dtype=np.int64)
 
 
-def class_order(num_classes: int, seed: int) -> List[int]:
-    """The seeded order in which classes appear."""
+CLASS_ORDERS = ("seeded", "label")
+SHARDINGS = ("permutation", "authors")
+AUTHORS_SHARD_SEED = 139  # the authors' data-IL shards come from np.random.default_rng(139)
+
+
+def class_order(num_classes: int, seed: int, order: str = "seeded") -> List[int]:
+    """The order in which classes appear: ``"seeded"``, a permutation drawn with ``seed``;
+    ``"label"``, ascending labels (the authors' code: classes 0..k-1 form the first
+    experience, whatever the seed)."""
+    if order == "label":
+        return list(range(num_classes))
+    if order != "seeded":
+        raise ValueError(f"class order must be one of {CLASS_ORDERS}, got {order!r}.")
     return np.random.default_rng(seed).permutation(num_classes).tolist()
 
 
@@ -137,11 +151,13 @@ def _benchmark(train, test, train_indices, test_indices, task_labels: bool, int_
     )))
 
 
-def class_incremental(train, test, n_experiences: int, seed: int = 0, task_labels: bool = False):
-    """C- split (``task_labels=True``: the task-incremental version of it)."""
+def class_incremental(train, test, n_experiences: int, seed: int = 0, task_labels: bool = False,
+                      order: str = "seeded"):
+    """C- split (``task_labels=True``: the task-incremental version of it); ``order``: see
+    :func:`class_order`."""
     train_targets = _targets(train)
     num_classes = int(train_targets.max()) + 1
-    order = class_order(num_classes, seed)
+    order = class_order(num_classes, seed, order)
     bounds = np.cumsum([0, *classes_per_experience(num_classes, n_experiences)])
     groups = [order[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
     return _benchmark(train, test, class_indices(train_targets, groups), class_indices(_targets(test), groups),
@@ -155,6 +171,15 @@ def random_shards(num_samples: int, n_experiences: int, seed: int = 0) -> List[L
     return [shard.tolist() for shard in np.array_split(order, n_experiences)]
 
 
+def authors_shards(num_samples: int, n_experiences: int) -> List[List[int]]:
+    """The authors' D- split (their ``TaskIncrementalDataset``): the sample indices shuffled
+    once by ``np.random.default_rng(139).shuffle`` (the same for every seed), then dealt
+    round-robin, the ``i``-th shuffled index to experience ``i mod n_experiences``."""
+    shuffled = list(range(num_samples))
+    np.random.default_rng(AUTHORS_SHARD_SEED).shuffle(shuffled)
+    return [shuffled[k::n_experiences] for k in range(n_experiences)]
+
+
 def domain_shards(domains: Sequence[int], order: Optional[Sequence[int]] = None) -> List[List[int]]:
     """One experience per domain (in ``order``, default ascending)."""
     domains = np.asarray(torch.as_tensor(domains).tolist())
@@ -162,9 +187,13 @@ def domain_shards(domains: Sequence[int], order: Optional[Sequence[int]] = None)
     return [np.flatnonzero(domains == d).tolist() for d in order]
 
 
-def data_incremental(train, test, n_experiences: int, seed: int = 0, by_domain: Optional[bool] = None):
+def data_incremental(train, test, n_experiences: int, seed: int = 0, by_domain: Optional[bool] = None,
+                     shards: str = "permutation"):
     """D- split: domains as experiences when the dataset has them (``by_domain=None``
-    auto), else seeded random shards. The test stream is the whole test set."""
+    auto), else random shards: ``shards="permutation"`` (:func:`random_shards`, by
+    ``seed``) or ``"authors"`` (:func:`authors_shards`). The test stream is the whole test set."""
+    if shards not in SHARDINGS:
+        raise ValueError(f"shards must be one of {SHARDINGS}, got {shards!r}.")
     domains = getattr(train, "domains", None)
     if by_domain is None:
         by_domain = domains is not None
@@ -175,16 +204,19 @@ def data_incremental(train, test, n_experiences: int, seed: int = 0, by_domain: 
         if len(shards) != n_experiences:
             raise ValueError(f"The dataset has {len(shards)} domains; use --tasks {len(shards)} for a domain split.")
     else:
-        shards = random_shards(len(train), n_experiences, seed)
+        split = random_shards if shards == "permutation" else lambda n, k, _seed: authors_shards(n, k)
+        shards = split(len(train), n_experiences, seed)
     return _benchmark(train, test, shards, [None], task_labels=False, int_targets=False)
 
 
-def make_scenario(scenario: str, train, test, n_experiences: int, seed: int = 0):
-    """The Avalanche benchmark for ``scenario`` in :data:`SCENARIOS`."""
+def make_scenario(scenario: str, train, test, n_experiences: int, seed: int = 0, *, class_order: str = "seeded",
+                  shards: str = "permutation"):
+    """The Avalanche benchmark for ``scenario`` in :data:`SCENARIOS` (``class_order``: see
+    :func:`class_order`; ``shards``: see :func:`data_incremental`)."""
     if scenario == "class":
-        return class_incremental(train, test, n_experiences, seed)
+        return class_incremental(train, test, n_experiences, seed, order=class_order)
     if scenario == "task":
-        return class_incremental(train, test, n_experiences, seed, task_labels=True)
+        return class_incremental(train, test, n_experiences, seed, task_labels=True, order=class_order)
     if scenario == "data":
-        return data_incremental(train, test, n_experiences, seed)
+        return data_incremental(train, test, n_experiences, seed, shards=shards)
     raise ValueError(f"Unknown scenario {scenario!r}; use one of {SCENARIOS}.")

@@ -1,0 +1,52 @@
+"""A line per training epoch with images/s and an ETA: what a long run on an accelerator
+needs to be watched (and to find a starved input pipeline)."""
+
+import sys
+import time
+from typing import Any, Optional, TextIO
+
+from avalanche.core import SupervisedPlugin
+
+__all__ = ["EpochProgressPlugin", "format_seconds"]
+
+
+def format_seconds(seconds: float) -> str:
+    """``3725`` -> ``"1h02m"``, ``125`` -> ``"2m05s"``, ``7`` -> ``"7s"``."""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+class EpochProgressPlugin(SupervisedPlugin):
+    """After every training epoch prints ``<label> exp E epoch k/K: N img/s, ETA ...``; the
+    ETA is the group's remaining epochs (``total_epochs`` over all its experiences) at the
+    mean epoch time so far."""
+
+    def __init__(self, label: str, total_epochs: int, stream: Optional[TextIO] = None) -> None:
+        super().__init__()
+        self.label = label
+        self.total_epochs = total_epochs
+        self.stream = stream
+        self.epochs_done = 0
+        self.seconds = 0.0
+        self._start = 0.0
+        self._images = 0
+
+    def before_training_epoch(self, strategy: Any, **kwargs: Any) -> None:
+        self._start, self._images = time.perf_counter(), 0
+
+    def after_training_iteration(self, strategy: Any, **kwargs: Any) -> None:
+        self._images += len(strategy.mb_y)
+
+    def after_training_epoch(self, strategy: Any, **kwargs: Any) -> None:
+        elapsed = time.perf_counter() - self._start
+        self.epochs_done += 1
+        self.seconds += elapsed
+        left = max(0, self.total_epochs - self.epochs_done) * self.seconds / self.epochs_done
+        experience = strategy.experience.current_experience if strategy.experience is not None else "-"
+        print(f"  {self.label} exp {experience} epoch {strategy.clock.train_exp_epochs + 1}/{strategy.train_epochs}: "
+              f"{self._images / max(elapsed, 1e-9):.0f} img/s, epoch {format_seconds(elapsed)}, "
+              f"ETA {format_seconds(left)}", file=self.stream or sys.stdout, flush=True)

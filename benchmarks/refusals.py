@@ -1,0 +1,69 @@
+"""How the runner says no: one line on stderr and exit code 2, before any data is prepared.
+
+:class:`Refusal` is what the runner raises for a run it will not start (a bad option value,
+options that do not go together, a missing dataset, package or weights file, more jobs
+than cores). :func:`command_line` runs a ``main`` and turns a refusal, and the loaders'
+own errors for missing inputs, into that one line; anything else is a bug and keeps its
+traceback. A ``Refusal`` is a ``SystemExit``: code that calls ``main`` in-process (tests,
+notebooks) can catch it as one, and its ``str`` is the message.
+"""
+
+import sys
+from typing import Callable, Optional, Sequence
+
+__all__ = ["EXIT_REFUSED", "Refusal", "refusal_message", "command_line"]
+
+EXIT_REFUSED = 2
+"""The exit code of every refusal (argparse's for a bad command line)."""
+
+
+class Refusal(SystemExit):
+    """A run the runner will not start; the message says what to do instead."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_REFUSED)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _refused_kinds() -> tuple:
+    """The loaders' errors for inputs that are missing here (not bugs)."""
+    from benchmarks.backbones import WeightsNotFoundError
+    from benchmarks.datasets.base import DatasetNotFoundError
+    from benchmarks.install import MissingPackageError
+
+    kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError]
+    try:
+        from benchmarks.datasets.folders import TooFewImagesError
+    except ImportError:  # (older loaders)
+        pass
+    else:
+        kinds.append(TooFewImagesError)
+    return tuple(kinds)
+
+
+def refusal_message(error: BaseException) -> Optional[str]:
+    """The one line for ``error`` if it is a refusal (its text with the lines joined), else None."""
+    if isinstance(error, Refusal) or isinstance(error, _refused_kinds()):
+        return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return None
+
+
+def command_line(main: Callable[[Optional[Sequence[str]]], object], prog: str,
+                 argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``main(argv)``; a refusal prints ``<prog>: error: <message>`` on stderr and
+    returns :data:`EXIT_REFUSED`, success returns 0 (argparse's own exits pass through)."""
+    try:
+        main(argv)
+    except Refusal as error:
+        print(f"{prog}: error: {refusal_message(error)}", file=sys.stderr)
+        return EXIT_REFUSED
+    except Exception as error:  # noqa: BLE001  (only the refusal kinds are caught; the rest re-raised)
+        message = refusal_message(error)
+        if message is None:
+            raise
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return EXIT_REFUSED
+    return 0
