@@ -557,6 +557,8 @@ def _summary(info: Dict[str, Any]) -> str:
                                                                          f"{base.get('projection_dim')}")]
     if settings:
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    lines.append("  signature: " + dict(verified="verified with the key", absent="absent").get(
+        info["signature"], "present, not verified (no key given: --key-file checks it)"))
     return "\n".join(lines)
 
 

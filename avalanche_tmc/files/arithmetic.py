@@ -132,7 +132,7 @@ def compose_components(components: Iterable[Component], *, mixed_weighting: bool
                 additive.merge(part.weights, component.tensors, checksums=part.checksums)
     settings = {} if weighting is None else dict(weighting=weighting)
     if not len(additive):  # only empty compositions
-        return replace(first, members=[], path=None, settings=settings)
+        return replace(first, members=[], path=None, settings=settings, signed=False, verified=False)
     return replace(_from_additive(additive, [m for c in components for m in c.members], first), settings=settings)
 
 

@@ -72,6 +72,9 @@ class Component:
     :ivar settings: how it was trained (component) or ``{}`` (composition).
     :ivar base: the base it belongs to (see :mod:`avalanche_tmc.files.bases`).
     :ivar path: the file it was read from, if any.
+    :ivar signed: the file carries a signature (HMAC), checked or not.
+    :ivar verified: its signature was checked against a key (and matched); without a key a
+        signature is only present, never verified.
     """
 
     kind: str
@@ -83,6 +86,13 @@ class Component:
     settings: Dict[str, Any] = field(default_factory=dict)
     path: Optional[str] = None
     signed: bool = False
+    verified: bool = False
+
+    @property
+    def signature(self) -> str:
+        """``"verified"`` (checked against a key), ``"present, not verified"`` (no key was
+        given: anyone could have written it) or ``"absent"``."""
+        return "verified" if self.verified else "present, not verified" if self.signed else "absent"
 
     @property
     def experience(self) -> Optional[int]:
@@ -162,12 +172,14 @@ def _clean(value: Any) -> Any:
 
 def describe(component: Component) -> Dict[str, Any]:
     """What ``avalanche-tmc inspect`` prints: kind, payload, weight, members, settings,
-    base, tensor count and size, whether it is signed; every string sanitized."""
+    base, tensor count and size, and its signature: ``signature`` is ``"verified"``,
+    ``"present, not verified"`` (read without a key) or ``"absent"``, and ``signed`` is
+    true only for a verified one; every string sanitized."""
     return _clean(dict(
         file=component.path, kind=component.kind, payload=component.payload, weight=component.weight,
         experiences=component.experiences, classes={str(t): c for t, c in component.classes.items()},
         members=component.members, settings=component.settings, base=component.base,
         tensors=len(component.tensors), values=int(sum(t.numel() for t in component.tensors.values())),
         bytes=int(sum(t.numel() * t.element_size() for t in component.tensors.values())),
-        sha256=component.sha256, signed=component.signed,
+        sha256=component.sha256, signed=component.verified, signature=component.signature,
     ))

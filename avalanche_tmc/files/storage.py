@@ -127,7 +127,7 @@ def load_component(path: str, *, key: Union[None, bytes, str] = None) -> Compone
     if payload == "statistics" and kind == "component" and float(ordered["count"]) != weight:
         raise _refuse(path, "its weight is not its sample count")
     return Component(kind, payload, ordered, float(weight), members, base, settings, path=path,
-                     signed="hmac_sha256" in metadata)
+                     signed="hmac_sha256" in metadata, verified=key is not None)
 
 
 def component_paths(paths: Union[str, Sequence[str]]) -> List[str]:

@@ -219,3 +219,29 @@ def test_compose_refuses_silos_of_different_weightings_unless_asked(tmp_path, fi
     assert "--mixed-weighting" in capsys.readouterr().err and not out.exists()
     assert main(["compose", str(files), "--out", str(out), "--mixed-weighting"]) == EXIT_OK
     assert cf.load_component(str(out)).settings == dict(weighting="mixed")
+
+
+def test_inspect_without_a_key_says_a_signature_is_not_verified(tmp_path, files, capsys):
+    """Issue 30, case 8: `inspect --json` without a key printed "signed": true for a never-verified (all-zero)
+    signature."""
+    data = (files / "experience-0.safetensors").read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    metadata = json.loads(data[8:8 + length])["__metadata__"]
+    from safetensors.torch import load
+
+    metadata["hmac_sha256"] = "0" * 64  # a signature nobody checked: the hash does not cover it
+    forged = tmp_path / "forged.safetensors"
+    forged.write_bytes(save(load(data), metadata=metadata))
+    key = tmp_path / "federation.key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    signed = cf.save_component(cf.load_component(str(files / "experience-1.safetensors")),
+                               str(tmp_path / "signed.safetensors"), key=KEY)
+    assert main(["inspect", str(forged), signed, str(files / "experience-0.safetensors"), "--json"]) == EXIT_OK
+    shown = [(i["signed"], i["signature"]) for i in json.loads(capsys.readouterr().out)]
+    assert shown == [(False, "present, not verified"), (False, "present, not verified"), (False, "absent")]
+    assert main(["inspect", str(forged)]) == EXIT_OK
+    assert "signature: present, not verified" in capsys.readouterr().out
+    assert main(["inspect", signed, "--json", "--key-file", str(key)]) == EXIT_OK
+    assert [(i["signed"], i["signature"]) for i in json.loads(capsys.readouterr().out)] == [(True, "verified")]
+    assert main(["inspect", str(forged), "--key-file", str(key)]) == EXIT_BAD_FILE

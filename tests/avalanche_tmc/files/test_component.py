@@ -41,6 +41,9 @@ def test_a_record_reports_its_members_classes_and_content_hash():
     info = cf.describe(composition)
     assert (info["tensors"], info["values"], info["bytes"]) == (2, 3 + 4, 3 * 4 + 4 * 8)
     assert (info["experiences"], info["classes"], info["signed"]) == ([4, 2], {"0": [1, 2, 3], "1": [7]}, False)
+    assert info["signature"] == "absent"  # issue 30, case 8: and "present, not verified" when read without a key
+    assert cf.describe(cf.Component("composition", "delta", tensors, 3.0, members, {}, signed=True))[
+        "signature"] == "present, not verified"
 
 
 def test_a_component_of_one_experience_names_itself_and_hashes_its_tensors(model, device):
