@@ -1,10 +1,14 @@
 """``AutocastPlugin``: mixed-precision forwards (``torch.autocast``) for Avalanche strategies,
 which have no AMP of their own (Avalanche 0.6)."""
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import math
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import torch
 from avalanche.core import BaseSGDPlugin, SupervisedPlugin
+
+from .divergence import trained_tensors
 
 __all__ = ["AutocastPlugin", "AUTOCAST_DTYPES"]
 
@@ -13,6 +17,12 @@ if TYPE_CHECKING:
 
 AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 """The dtypes :class:`AutocastPlugin` runs forwards in."""
+
+
+def _power_of_two(scale: float) -> str:
+    """``2.0 ** k`` for a power of two (the GradScaler's scales), else the number."""
+    mantissa, exponent = math.frexp(scale)
+    return f"2.0 ** {exponent - 1}" if mantissa == 0.5 else f"{scale:g}"
 
 
 class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
@@ -65,13 +75,32 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
     package's strategies rolls back; it is not saved in checkpoints (it restarts from
     ``init_scale``).
 
-    If a forward raises on a strategy that is not all or nothing (Avalanche's own), the
-    autocast context stays entered until this plugin's next callback; the strategies of
-    this package leave it when they roll back.
+    **Skipped steps.** The GradScaler starts at ``init_scale`` and halves the scale at each
+    step it skips, so the first steps of a run are often skipped while it calibrates. The
+    plugin counts, per experience, the optimizer steps taken and skipped
+    (:attr:`steps_taken`, :attr:`steps_skipped`). An experience whose every step was
+    skipped (one short experience from ``2**16``) is refused with a ``ValueError`` before
+    anything is stored, as an experience without a training step is: its trained tensors
+    never moved (a tangent component would be ``δ = 0``, which only dilutes a composition).
+    When at least :attr:`SKIPPED_STEPS_REPORTED` of an experience's steps were skipped, a
+    ``RuntimeWarning`` names the count and the scale reached: pass a lower ``init_scale``
+    (that scale), or use bfloat16.
+
+    **Every exit path leaves autocast.** ``torch.autocast`` is a thread-wide state: if a
+    forward raised with it entered, the caller's later float32 code would run in ``dtype``.
+    For the duration of a ``train()`` / ``eval()`` call the plugin therefore wraps the
+    strategy's experience loops (Avalanche's ``_train_exp`` / ``_eval_exp``, on the strategy
+    instance; removed at the end of the call) in a ``try``/``finally`` that leaves autocast
+    however the loop ends: an exception in the forward, in a plugin's callback, or
+    ``KeyboardInterrupt``, on this package's strategies and on Avalanche's own.
 
     :param dtype: ``torch.bfloat16`` (default) or ``torch.float16``.
     :param init_scale: the GradScaler's first loss scale (float16 only).
     """
+
+    SKIPPED_STEPS_REPORTED = 0.1
+    """The fraction of an experience's optimizer steps skipped (float16) from which a
+    ``RuntimeWarning`` reports it."""
 
     def __init__(self, dtype: torch.dtype = torch.bfloat16, *, init_scale: float = 2.0 ** 16):
         super().__init__()
@@ -83,6 +112,10 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         self.scaler: Optional[torch.amp.GradScaler] = None
         self._context: Optional[torch.autocast] = None
         self._unscaled_loss: Optional[torch.Tensor] = None
+        self.steps_taken = 0
+        """Optimizer steps taken in the current (or last) training experience."""
+        self.steps_skipped = 0
+        """Optimizer steps skipped there by float16 loss scaling (an inf/NaN gradient)."""
 
     # ------------------------------------------------------------------ the autocast context
     @property
@@ -103,6 +136,49 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         if context is not None:
             context.__exit__(None, None, None)
 
+    def _guard(self, strategy: "SupervisedTemplate", name: str) -> None:
+        """Wrap the strategy's loop ``name`` (on the instance) so that it leaves autocast however it ends."""
+        current = vars(strategy).get(name)
+        if isinstance(current, _LeaveAutocast) and current.plugin is self:
+            return
+        setattr(strategy, name, _LeaveAutocast(self, strategy, name, current))
+
+    @staticmethod
+    def _unguard(strategy: "SupervisedTemplate", *names: str) -> None:
+        """Remove this plugin's wrappers (any left by a call that raised)."""
+        for name in names:
+            current = vars(strategy).get(name)
+            while isinstance(current, _LeaveAutocast):
+                current = current.previous
+            if current is None:
+                vars(strategy).pop(name, None)
+            else:
+                setattr(strategy, name, current)
+
+    def check_steps(self, strategy: "SupervisedTemplate") -> None:
+        """At the end of an experience: refuse it when float16 loss scaling skipped every
+        optimizer step; warn when it skipped at least :attr:`SKIPPED_STEPS_REPORTED` of them."""
+        taken, skipped = self.steps_taken, self.steps_skipped
+        if not skipped:
+            return
+        experience = getattr(getattr(strategy, "experience", None), "current_experience", None)
+        start = _power_of_two(self.init_scale)
+        reached = _power_of_two(self.scaler.get_scale() if self.scaler is not None else self.init_scale)
+        remedy = (f"Start from a lower loss scale (AutocastPlugin(torch.float16, init_scale={reached}), the scale "
+                  "reached, or lower), or use torch.bfloat16, which needs no loss scaling.")
+        if not taken:
+            symbol = trained_tensors(strategy.model)[0]
+            raise ValueError(
+                f"Experience {experience}: float16 loss scaling skipped all {skipped} optimizer steps (each had an "
+                f"inf/NaN gradient while the GradScaler calibrated its scale down from init_scale={start}): {symbol} "
+                "never moved, and a component of 0 would only dilute the composition (the strategies of this package "
+                f"are left as before the train() call). {remedy}")
+        if skipped >= self.SKIPPED_STEPS_REPORTED * (taken + skipped):
+            warnings.warn(
+                f"Experience {experience}: float16 loss scaling skipped {skipped} of {taken + skipped} optimizer steps "
+                f"(inf/NaN gradients while the GradScaler calibrated its scale from init_scale={start}): it trained "
+                f"on {taken} steps only. {remedy}", RuntimeWarning, stacklevel=2)
+
     @staticmethod
     def _float32_output(strategy: "SupervisedTemplate") -> None:
         output = getattr(strategy, "mb_output", None)
@@ -110,8 +186,10 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
             strategy.mb_output = output.float()
 
     def before_training(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Check the device and, for float16, the plugin order; make the GradScaler."""
+        """Check the device and, for float16, the plugin order; make the GradScaler; wrap
+        the experience loop so that it leaves autocast on every exit path."""
         self.exit()
+        self._guard(strategy, "_train_exp")
         device_type = torch.device(strategy.device).type
         available = getattr(torch.amp, "is_autocast_available", None)
         if available is not None and not available(device_type):
@@ -133,6 +211,10 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
                 "in the strategy's plugins and may add loss terms there, which would not be scaled. Put "
                 "AutocastPlugin after them in the plugins list (or use torch.bfloat16, which needs no scaling).")
 
+    def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
+        """Start counting the experience's optimizer steps."""
+        self.steps_taken = self.steps_skipped = 0
+
     def before_forward(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
         """Enter autocast for the training forward."""
         self.enter(strategy)
@@ -152,16 +234,20 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         self._float32_output(strategy)
 
     def after_training(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Leave autocast if a forward was interrupted."""
+        """Leave autocast (if a forward was interrupted) and unwrap the experience loop."""
         self.exit()
+        self._unguard(strategy, "_train_exp")
 
     def before_eval(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Leave autocast if a forward was interrupted."""
+        """Leave autocast if a forward was interrupted; wrap the evaluation loop so that it
+        leaves autocast on every exit path."""
         self.exit()
+        self._guard(strategy, "_eval_exp")
 
     def after_eval(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Leave autocast if a forward was interrupted."""
+        """Leave autocast (if a forward was interrupted) and unwrap the evaluation loop."""
         self.exit()
+        self._unguard(strategy, "_eval_exp")
 
     # ------------------------------------------------------------------ float16 loss scaling
     def before_backward(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
@@ -176,8 +262,10 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
             strategy.loss, self._unscaled_loss = self._unscaled_loss, None
 
     def before_update(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """float16: unscale the gradients; skip the step (clear them) if one is not finite."""
+        """float16: unscale the gradients; skip the step (clear them) if one is not finite.
+        Count the step as taken or skipped."""
         if self.scaler is None or self.dtype is not torch.float16:
+            self.steps_taken += 1
             return
         optimizer = strategy.optimizer
         self.scaler.unscale_(optimizer)
@@ -185,6 +273,9 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         if params and not bool(torch.stack([torch.isfinite(p.grad).all() for p in params]).all()):
             for p in params:  # optimizers skip parameters without a gradient: no step, no state change
                 p.grad = None
+            self.steps_skipped += 1
+        else:
+            self.steps_taken += 1
 
     def after_update(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
         """float16: grow or shrink the loss scale."""
@@ -197,10 +288,37 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         return None if self.scaler is None else self.scaler.state_dict()
 
     def restore(self, strategy: "SupervisedTemplate", snapshot: Optional[Dict[str, Any]]) -> None:
-        """Leave autocast (a failed forward leaves it entered) and put the scale back."""
+        """Leave autocast (a failed forward leaves it entered), unwrap the strategy's loops
+        and put the scale back."""
         self.exit()
+        self._unguard(strategy, "_train_exp", "_eval_exp")
         self._unscaled_loss = None
         if snapshot is None:
             self.scaler = None
         elif self.scaler is not None:
             self.scaler.load_state_dict(snapshot)
+
+
+class _LeaveAutocast:
+    """One of the strategy's loops (``_train_exp`` / ``_eval_exp``), run so that the
+    plugin's autocast is left however it ends; after a training experience that ended
+    normally, the plugin's step check (before any ``after_training_exp`` stores anything).
+    An exception also unwraps the loop: the strategy keeps nothing of the plugin."""
+
+    def __init__(self, plugin: AutocastPlugin, strategy: "SupervisedTemplate", name: str,
+                 previous: Optional[Callable[..., Any]]):
+        self.plugin, self.strategy, self.name, self.previous = plugin, strategy, name, previous
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        loop = self.previous if self.previous is not None else getattr(type(self.strategy), self.name).__get__(
+            self.strategy)
+        try:
+            result = loop(*args, **kwargs)
+        except BaseException:
+            self.plugin.exit()
+            AutocastPlugin._unguard(self.strategy, self.name)
+            raise
+        self.plugin.exit()
+        if self.name == "_train_exp" and self.plugin in getattr(self.strategy, "plugins", ()):
+            self.plugin.check_steps(self.strategy)
+        return result

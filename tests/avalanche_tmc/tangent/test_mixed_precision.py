@@ -395,9 +395,12 @@ def test_float16_skips_the_steps_whose_gradients_overflow_and_lowers_the_scale()
     strategy = TMCStrategy(model=tm, lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(),
                            plugins=[plugin])
     experience = small_benchmark().train_stream[0]  # 12 samples: 2 iterations
-    strategy.train(experience)
-    assert plugin.scaler.get_scale() == 2.0 ** 38  # halved at each skipped step
-    assert all(torch.count_nonzero(d) == 0 for d in strategy.composed_delta.values())  # no step was taken
+    # halved at each skipped step; with no step taken, δ = 0 is refused (issue 30, case 3;
+    # tests/avalanche_tmc/training/plugins/test_autocast.py)
+    with pytest.raises(ValueError, match=r"skipped all 2 optimizer steps.*init_scale=2\.0 \*\* 38\)"):
+        strategy.train(experience)
+    assert (plugin.steps_taken, plugin.steps_skipped) == (0, 2)
+    assert all(torch.count_nonzero(d) == 0 for d in strategy.model.delta.values())  # no step was taken
     assert not any(strategy.optimizer.state.values())  # nor any optimizer state made
 
 
@@ -408,7 +411,7 @@ def test_float16_refuses_a_plugin_after_it_that_may_add_to_the_loss():
 
     torch.manual_seed(0)
     for order, fails in (([AutocastPlugin(torch.float16), Regulariser()], True),
-                         ([Regulariser(), AutocastPlugin(torch.float16)], False),
+                         ([Regulariser(), AutocastPlugin(torch.float16, init_scale=2.0 ** 8)], False),
                          ([AutocastPlugin(torch.bfloat16), Regulariser()], False)):
         strategy = TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=4), train_mb_size=8,
                                evaluator=quiet_evaluator(), plugins=order)
