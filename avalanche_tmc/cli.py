@@ -417,6 +417,13 @@ def _strategy_for_method(net: "nn.Module", args: argparse.Namespace,
 # ---------------------------------------------------------------------------- commands
 
 
+def _shown(path: Any) -> str:
+    """A file name as errors print it, control characters escaped (the component files' one helper)."""
+    from .files.component import _shown as shown
+
+    return shown(path)
+
+
 def _check_writable(directory: str, what: str) -> None:
     """Create ``directory`` if needed and write a file there: an unusable output is found
     before any training, not after."""
@@ -425,16 +432,17 @@ def _check_writable(directory: str, what: str) -> None:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as error:
-        raise UsageError(f"{what} {directory} cannot be written ({error.strerror or error}).") from None
+        raise UsageError(f"{what} {_shown(directory)} cannot be written ({_shown(error.strerror or error)}).") \
+            from None
 
 
 def _check_output(path: str, overwrite: bool) -> None:
     if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory; --out names the file to write.")
+        raise UsageError(f"{_shown(path)} is a directory; --out names the file to write.")
     if os.path.lexists(path) and not overwrite:
         from .files import ComponentExistsError
 
-        raise ComponentExistsError(f"{path} exists; pass --overwrite to replace it.")
+        raise ComponentExistsError(f"{_shown(path)} exists; pass --overwrite to replace it.")
     _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
 
 
@@ -511,7 +519,7 @@ def _read(paths: Sequence[str], quiet: bool, key: Optional[bytes] = None) -> Lis
 
     files = component_paths(paths)
     if not files:
-        raise UsageError(f"No .safetensors files in {list(paths)}.")
+        raise UsageError(f"No .safetensors files in {[_shown(p) for p in paths]}.")
     return [load_component(p, key=key) for p in tqdm(files, desc="reading", unit="file",
                                                       disable=quiet or len(files) < 2, file=sys.stderr)]
 
@@ -524,7 +532,7 @@ def cmd_compose(args: argparse.Namespace) -> int:
     key = _key(args)
     composition = compose_components(_read(args.files, args.quiet, key), mixed_weighting=args.mixed_weighting)
     save_component(composition, args.out, overwrite=args.overwrite, key=key)
-    print(f"wrote {args.out}: experiences {composition.experiences}, total weight {composition.weight:g}")
+    print(f"wrote {_shown(args.out)}: experiences {composition.experiences}, total weight {composition.weight:g}")
     return EXIT_OK
 
 

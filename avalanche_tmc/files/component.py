@@ -48,9 +48,16 @@ class ComponentExistsError(FileExistsError):
     was not asked for: nothing was written."""
 
 
+def _shown(path: Any) -> str:
+    """A file name as messages print it: every control character (a terminal escape
+    sequence in a crafted name) escaped as ``\\xNN``. The one helper for every file name an
+    error or a message of the component files, the checkpoints or the command line prints."""
+    return _clean(os.fspath(path) if isinstance(path, os.PathLike) else str(path))
+
+
 def _refuse(path: str, why: str) -> ComponentFileError:
     """The error for a file that cannot be used, saying which file, why, and that nothing was loaded."""
-    return ComponentFileError(f"{path}: not a usable avalanche-tmc component file: {why}. Nothing was loaded.")
+    return ComponentFileError(f"{_shown(path)}: not a usable avalanche-tmc component file: {why}. Nothing was loaded.")
 
 
 def content_sha256(tensors: Mapping[str, Tensor]) -> str:
@@ -121,7 +128,7 @@ class Component:
     def name(self) -> str:
         """How messages refer to it: its file, or its experience."""
         if self.path is not None:
-            return os.path.basename(self.path)
+            return _shown(os.path.basename(self.path))
         return f"component of experience {self.experience}" if self.kind == "component" else "composition"
 
 

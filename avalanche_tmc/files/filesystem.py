@@ -15,7 +15,7 @@ import socket
 import stat
 from typing import BinaryIO, Tuple
 
-from .component import ComponentExistsError, ComponentFileError, _refuse
+from .component import ComponentExistsError, ComponentFileError, _refuse, _shown
 
 __all__ = ["write_atomically"]
 
@@ -52,7 +52,7 @@ def _remove_stale_temporaries(directory: str, base: str) -> None:
 def _link_exclusively(tmp: str, path: str, data: bytes) -> None:
     """Put the complete file ``tmp`` at ``path`` unless ``path`` exists, in one step (a hard
     link); where the file system has no hard links, create ``path`` exclusively and write it."""
-    exists = ComponentExistsError(f"{path} exists (another process may have written it meanwhile); nothing was "
+    exists = ComponentExistsError(f"{_shown(path)} exists (another process may have written it meanwhile); nothing was "
                                   "written. Pass overwrite=True (--overwrite) to replace it.")
     try:
         os.link(tmp, path)
@@ -103,7 +103,7 @@ def _read_regular_file(path: str) -> Tuple[BinaryIO, int]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
-        raise ComponentFileError(f"{path}: cannot be read ({error.strerror or error}).") from None
+        raise ComponentFileError(f"{_shown(path)}: cannot be read ({_shown(error.strerror or error)}).") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)

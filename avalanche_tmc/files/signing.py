@@ -13,9 +13,11 @@ import hashlib
 import hmac
 import json
 import os
-from typing import Mapping, Optional, Union
+import stat
+import warnings
+from typing import Mapping, Optional, Set, Union
 
-from .component import ComponentFileError
+from .component import ComponentFileError, _shown
 
 __all__ = ["KEY_ENVIRONMENT", "read_key_file", "resolve_key"]
 
@@ -25,17 +27,34 @@ KEY_ENVIRONMENT = "AVALANCHE_TMC_KEY_FILE"
 _MIN_KEY = 16
 
 
+_MAX_KEY = 1 << 16
+_warned_readable: Set[str] = set()
+
+
 def read_key_file(path: str) -> bytes:
-    """The shared key held in file ``path`` (its bytes, a trailing newline removed; at least
-    16 bytes). Raises :class:`ComponentFileError` when it cannot be used."""
+    """The shared key held in file ``path`` (its bytes, a trailing newline removed; 16 bytes
+    to 64 KiB). Raises :class:`ComponentFileError` when it cannot be used: unreadable, too
+    short, or larger than 64 KiB (refused, never cut: a key read in part would not match
+    the files signed with all of it). Warns, once per file, when other users can read it."""
     try:
         with open(path, "rb") as f:
-            key = f.read(1 << 16).rstrip(b"\r\n")
+            mode = os.fstat(f.fileno()).st_mode
+            key = f.read(_MAX_KEY + 3).rstrip(b"\r\n")
     except OSError as error:
-        raise ComponentFileError(f"key file {path}: cannot be read ({error.strerror or error}).") from None
+        raise ComponentFileError(f"key file {_shown(path)}: cannot be read ({_shown(error.strerror or error)}).") \
+            from None
+    if len(key) > _MAX_KEY:
+        raise ComponentFileError(f"key file {_shown(path)}: larger than {_MAX_KEY // 1024} KiB, so not a key file "
+                                 "(a key is 16 bytes to 64 KiB; e.g. python -c \"import secrets; "
+                                 "print(secrets.token_hex(32))\" > key).")
     if len(key) < _MIN_KEY:
-        raise ComponentFileError(f"key file {path}: the key has {len(key)} bytes; use at least {_MIN_KEY} random bytes "
-                                 "(e.g. python -c \"import secrets; print(secrets.token_hex(32))\" > key).")
+        raise ComponentFileError(f"key file {_shown(path)}: the key has {len(key)} bytes; use at least {_MIN_KEY} "
+                                 "random bytes (e.g. python -c \"import secrets; print(secrets.token_hex(32))\" "
+                                 "> key).")
+    if stat.S_ISREG(mode) and mode & 0o077 and os.path.realpath(path) not in _warned_readable:
+        _warned_readable.add(os.path.realpath(path))
+        warnings.warn(f"key file {_shown(path)} can be read by other users (mode {stat.S_IMODE(mode):03o}): anyone "
+                      f"who reads it can sign files as the federation. Run: chmod 600 {_shown(path)}", stacklevel=2)
     return key
 
 

@@ -245,3 +245,16 @@ def test_inspect_without_a_key_says_a_signature_is_not_verified(tmp_path, files,
     assert main(["inspect", signed, "--json", "--key-file", str(key)]) == EXIT_OK
     assert [(i["signed"], i["signature"]) for i in json.loads(capsys.readouterr().out)] == [(True, "verified")]
     assert main(["inspect", str(forged), "--key-file", str(key)]) == EXIT_BAD_FILE
+
+
+def test_file_names_with_escape_sequences_are_printed_escaped(tmp_path, files, capsys):
+    """Issue 30, case 9: a refused file whose name holds terminal escape sequences was echoed raw."""
+    evil = tmp_path / "evil\x1b]0;owned\x07\x1b[2J.safetensors"
+    evil.write_bytes(b"\x00" * 16)
+    assert main(["inspect", str(evil)]) == EXIT_BAD_FILE
+    out = tmp_path / "out\x1b[31m.safetensors"
+    out.write_bytes(b"x")
+    assert main(["compose", str(files), "--out", str(out)]) == EXIT_INCOMPATIBLE
+    assert main(["compose", str(tmp_path / "none\x1b[2J"), "--out", str(tmp_path / "o.safetensors")]) != EXIT_OK
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\\x1b") >= 3, err

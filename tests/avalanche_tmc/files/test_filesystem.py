@@ -137,3 +137,23 @@ def test_an_atomic_write_puts_exactly_the_bytes_in_place_and_refuses_to_replace_
     with pytest.raises(cf.ComponentExistsError, match="exists"):
         write_atomically(str(path), b"x", overwrite=False)
     assert path.read_bytes() == b"defg" and os.listdir(path.parent) == ["out.bin"]  # no temporaries left
+
+
+def test_file_names_in_errors_have_their_control_characters_escaped(files, tmp_path):
+    """Issue 30, case 9: a refused file whose name holds terminal escape sequences was echoed raw in the error."""
+    evil = tmp_path / "x\x1b]0;owned\x07\x1b[2J.safetensors"
+    evil.write_bytes(b"not a safetensors file at all")
+    errors = []
+    for attempt in (lambda: cf.load_component(str(evil)), lambda: cf.load_component(str(tmp_path / "gone\x1b[31m")),
+                    lambda: cf.save_component(cf.load_component(files[0]), str(evil), overwrite=False),
+                    lambda: cf.read_key_file(str(tmp_path / "key\x1b[2J"))):
+        with pytest.raises((cf.ComponentFileError, cf.ComponentExistsError)) as error:
+            attempt()
+        errors.append(str(error.value))
+    relabelled = tmp_path / "y\x1b[2J.safetensors"
+    relabelled.write_bytes(open(files[0], "rb").read())
+    with pytest.raises(cf.IncompatibleComponentsError) as error:  # a name inside a message about two files
+        cf.compose_components([cf.load_component(files[0]), cf.load_component(str(relabelled))])
+    errors.append(str(error.value))
+    assert all("\x1b" not in e and "\x07" not in e for e in errors), errors
+    assert all("\\x1b" in e for e in errors), errors

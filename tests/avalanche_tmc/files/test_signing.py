@@ -2,6 +2,8 @@
 signatures with a shared key."""
 
 
+import warnings
+
 import pytest
 
 import avalanche_tmc.files as cf
@@ -80,3 +82,36 @@ def test_a_strategy_holding_a_key_loads_only_signed_components(files, tmp_path):
     rebuilt = TMCStrategy.from_components(signed, model=TangentModel(same_net(), num_classes=NUM_CLASSES), key=KEY,
                                           evaluator=None)
     assert rebuilt.learned().keys == [0, 1]
+
+
+def test_an_oversize_key_file_is_refused_not_cut(model, tmp_path):
+    """Issue 30, case 21: a key file over 64 KiB was read truncated, so files signed with the whole key
+    failed as "signed with another key"."""
+    long_key = bytes(range(256)) * 300  # 75 KiB
+    signed = cf.save_component(cf.tangent_component(model, random_delta(model), 0), str(tmp_path / "s.safetensors"),
+                               key=long_key)
+    key_file = tmp_path / "long.key"
+    key_file.write_bytes(long_key)
+    key_file.chmod(0o600)
+    with pytest.raises(cf.ComponentFileError, match="larger than 64 KiB"):
+        cf.read_key_file(str(key_file))
+    key_file.write_bytes(long_key[:1 << 16] + b"\n")  # 64 KiB and a newline: the largest key
+    key_file.chmod(0o600)
+    assert cf.read_key_file(str(key_file)) == long_key[:1 << 16]
+    assert cf.load_component(signed, key=long_key).verified
+
+
+def test_a_key_file_others_can_read_is_warned_about_once(tmp_path):
+    """Issue 30, case 22: a world-readable key file was accepted without a word."""
+    key_file = tmp_path / "shared.key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o644)
+    with pytest.warns(UserWarning, match="chmod 600"):
+        assert cf.read_key_file(str(key_file)) == KEY
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cf.read_key_file(str(key_file))  # once per file
+        private = tmp_path / "private.key"
+        private.write_bytes(KEY)
+        private.chmod(0o600)
+        cf.read_key_file(str(private))
