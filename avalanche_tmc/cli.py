@@ -67,7 +67,8 @@ EXIT_ERROR = 1
 """An unexpected error (a bug: the traceback is printed; please report it)."""
 EXIT_USAGE = 2
 """A bad command line: unknown command or option, a missing argument, a value out of its
-range, an experience id the data does not have, an ``--out`` that cannot be written."""
+range, an experience id the data does not have, an ``--out`` that cannot be written or that
+is one of the input files (``compose``, ``forget``: the same file by any path)."""
 EXIT_BAD_FILE = 3
 """A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
 EXIT_INCOMPATIBLE = 4
@@ -88,7 +89,7 @@ EXIT_CODES = """exit codes:
   0  success
   1  unexpected error (a bug; the traceback is printed)
   2  bad command line (unknown option, missing argument, a value out of range, unknown experience
-     id, an --out that cannot be written)
+     id, an --out that cannot be written or that is one of the input files)
   3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
   4  files that do not combine (other base model, head size or linearized set; an experience
      twice; the same content under two ids; different --weighting without --mixed-weighting;
@@ -446,6 +447,22 @@ def _check_output(path: str, overwrite: bool) -> None:
     _check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
 
 
+def _check_not_an_input(out: str, inputs: Sequence[str]) -> None:
+    """Refuse an ``--out`` that is one of the input files (the same file by another path, a
+    symlink or a hard link included): with ``--overwrite`` it would replace an input, maybe
+    the only copy of a component, by the result."""
+    if not os.path.exists(out):
+        return  # not an input: every input exists
+    for path in inputs:
+        try:
+            same = os.path.samefile(out, path)
+        except OSError:
+            same = os.path.realpath(out) == os.path.realpath(path)
+        if same:
+            raise UsageError(f"--out {_shown(out)} is the input file {_shown(path)}: writing the result there would "
+                             "replace an input (perhaps the only copy of a component). Write it to another file.")
+
+
 def _key(args: argparse.Namespace) -> Optional[bytes]:
     """The key of ``--key-file`` (None: the library then reads ``$AVALANCHE_TMC_KEY_FILE``)."""
     from .files import read_key_file
@@ -526,9 +543,10 @@ def _read(paths: Sequence[str], quiet: bool, key: Optional[bytes] = None) -> Lis
 
 def cmd_compose(args: argparse.Namespace) -> int:
     """Compose component (and composition) files into one composition file."""
-    from .files import compose_components, save_component
+    from .files import component_paths, compose_components, save_component
 
     _check_output(args.out, args.overwrite)
+    _check_not_an_input(args.out, component_paths(args.files))
     key = _key(args)
     composition = compose_components(_read(args.files, args.quiet, key), mixed_weighting=args.mixed_weighting)
     save_component(composition, args.out, overwrite=args.overwrite, key=key)
@@ -538,9 +556,10 @@ def cmd_compose(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     """Subtract component files from a composition file."""
-    from .files import forget_component, load_component, save_component
+    from .files import component_paths, forget_component, load_component, save_component
 
     _check_output(args.out, args.overwrite)
+    _check_not_an_input(args.out, [args.composition, *component_paths(args.components)])
     key = _key(args)
     composition = load_component(args.composition, key=key)
     for component in _read(args.components, args.quiet, key):

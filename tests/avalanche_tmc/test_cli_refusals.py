@@ -258,3 +258,22 @@ def test_file_names_with_escape_sequences_are_printed_escaped(tmp_path, files, c
     assert main(["compose", str(tmp_path / "none\x1b[2J"), "--out", str(tmp_path / "o.safetensors")]) != EXIT_OK
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and err.count("\\x1b") >= 3, err
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path, files, capsys):
+    """Issue 30, case 16: `compose A B --out A --overwrite` replaced the only copy of experience 0's component
+    by the composition. The same file by another path, a symlink or a hard link is refused too (exit 2)."""
+    a, b = files / "experience-0.safetensors", files / "experience-1.safetensors"
+    original = a.read_bytes()
+    (tmp_path / "link.safetensors").symlink_to(a)
+    os.link(a, tmp_path / "hard.safetensors")
+    for out in (a, files / ".." / "silo" / "experience-0.safetensors", tmp_path / "link.safetensors",
+                tmp_path / "hard.safetensors"):
+        assert main(["compose", str(a), str(b), "--out", str(out), "--overwrite"]) == EXIT_USAGE, out
+        assert "is the input file" in capsys.readouterr().err
+    assert main(["compose", str(files), "--out", str(b), "--overwrite"]) == EXIT_USAGE  # an input by its directory
+    composed = tmp_path / "composed.safetensors"
+    assert main(["compose", str(files), "--out", str(composed)]) == EXIT_OK
+    assert main(["forget", str(composed), str(b), "--out", str(b), "--overwrite"]) == EXIT_USAGE
+    assert main(["forget", str(composed), str(b), "--out", str(composed), "--overwrite"]) == EXIT_USAGE
+    assert a.read_bytes() == original and cf.load_component(str(b)).experience == 1
