@@ -13,9 +13,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 __all__ = [
-    "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "mean_std",
-    "ImageTensorDataset", "ImageFileDataset", "make_transform", "split_by_domain", "stratified_split",
-    "stratified_subsample", "subsample",
+    "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
+    "mean_std", "ImageTensorDataset", "ImageFileDataset", "TRANSFORM_RECIPES", "make_transform", "make_transforms",
+    "resize_size", "split_by_domain", "stratified_split", "stratified_subsample", "subsample",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -32,6 +32,11 @@ Normalization = Union[str, Tuple[Sequence[float], Sequence[float]], None]
 class DatasetNotFoundError(FileNotFoundError):
     """The files of a dataset are not where they were looked for (message: how to get them)."""
 
+
+class TooFewImagesError(ValueError):
+    """A class of a folder dataset has too few images for the requested split (one of its
+    sides would be empty); the message names the class, its image count and the option to
+    lower."""
 
 
 def mean_std(normalization: Normalization) -> Optional[Tuple[Tensor, Tensor]]:
@@ -114,37 +119,105 @@ class ImageTensorDataset(Dataset):
 
 
 class ImageFileDataset(Dataset):
-    """Images read lazily from disk with PIL; ``dataset[i]`` is ``(transform(img), target)``."""
+    """Images read lazily from disk with PIL; ``dataset[i]`` is ``(transform(img), target)``.
+
+    The transform runs at every ``__getitem__`` (random augmentation stays random: nothing
+    transformed is cached). ``decoded`` (optional) serves image ``i`` as an already decoded
+    ``uint8`` array ``(H, W, 3)`` instead of reading ``samples[i]`` from disk, e.g. a
+    :class:`benchmarks.loading.DecodedImages` cache of the transform's first ``Resize``;
+    it must be picklable, like the rest of the dataset, for DataLoader workers.
+    """
 
     def __init__(
-        self, samples: Sequence[Tuple[Union[str, Path], int]], classes: Sequence[str], transform: Callable
+        self,
+        samples: Sequence[Tuple[Union[str, Path], int]],
+        classes: Sequence[str],
+        transform: Callable,
+        decoded: Optional[Sequence[np.ndarray]] = None,
     ) -> None:
         self.samples = [(str(path), int(target)) for path, target in samples]
         self.targets = [target for _, target in self.samples]
         self.classes = list(classes)
         self.transform = transform
+        if decoded is not None and len(decoded) != len(self.samples):
+            raise ValueError(f"decoded holds {len(decoded)} images for {len(self.samples)} samples")
+        self.decoded = decoded
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, index: int) -> Tuple[Tensor, int]:
+    def load_image(self, index: int):  # -> PIL.Image.Image
+        """Sample ``index`` as an RGB PIL image, before the transform."""
         from PIL import Image
 
-        path, target = self.samples[index]
-        with Image.open(path) as img:
-            rgb = img.convert("RGB")
-        return self.transform(rgb), target
+        if self.decoded is not None:
+            return Image.fromarray(np.ascontiguousarray(self.decoded[index]))
+        with Image.open(self.samples[index][0]) as img:
+            return img.convert("RGB")
+
+    def __getitem__(self, index: int) -> Tuple[Tensor, int]:
+        return self.transform(self.load_image(index)), self.samples[index][1]
+
+
+TRANSFORM_RECIPES = ("square", "authors")
+"""Names :func:`make_transforms` knows: ``"square"`` (one ``Resize((s, s))``, no
+augmentation, train and test alike: the offline datasets' default) and ``"authors"`` (the
+TMC authors' ImageNet recipe: train ``Resize(r)``, ``RandomCrop(s)``,
+``RandomHorizontalFlip()``; test ``Resize(r)``, ``CenterCrop(s)``; ``r = round(s·256/224)``)."""
+
+
+def resize_size(image_size: int) -> int:
+    """The shorter side the ``"authors"`` recipe resizes to before cropping ``image_size``:
+    ``round(image_size * 256 / 224)`` (256 for 224), as ``int(round(...))`` in the authors'
+    ``datasets/datasets.py``."""
+    return int(round(image_size * 256 / 224))
+
+
+def _to_tensor_steps(normalization: Normalization) -> List[Callable]:
+    from torchvision import transforms
+
+    steps: List[Callable] = [transforms.ToTensor()]
+    stats = mean_std(normalization)
+    if stats is not None:
+        steps.append(transforms.Normalize(stats[0].flatten().tolist(), stats[1].flatten().tolist()))
+    return steps
 
 
 def make_transform(image_size: int, normalization: Normalization = "imagenet") -> Callable:
     """torchvision transform: resize to ``image_size`` square, to tensor, normalise."""
     from torchvision import transforms
 
-    steps: List[Callable] = [transforms.Resize((image_size, image_size)), transforms.ToTensor()]
-    stats = mean_std(normalization)
-    if stats is not None:
-        steps.append(transforms.Normalize(stats[0].flatten().tolist(), stats[1].flatten().tolist()))
-    return transforms.Compose(steps)
+    return transforms.Compose([transforms.Resize((image_size, image_size)), *_to_tensor_steps(normalization)])
+
+
+def make_transforms(
+    image_size: int, normalization: Normalization = "imagenet", recipe: str = "square"
+) -> Tuple[Callable, Callable]:
+    """``(train_transform, eval_transform)`` of a recipe in :data:`TRANSFORM_RECIPES`.
+
+    ``"square"``: :func:`make_transform` for both (the same object). ``"authors"``: the
+    training transform draws a new crop position and flip at every call
+    (``Resize(r)``, ``RandomCrop(image_size)``, ``RandomHorizontalFlip()``), the evaluation
+    one is deterministic (``Resize(r)``, ``CenterCrop(image_size)``); both then ToTensor
+    and normalise; ``r`` = :func:`resize_size`. Both start with their ``Resize``, which
+    :class:`benchmarks.loading.DecodedImages` can do once and keep.
+    """
+    if recipe not in TRANSFORM_RECIPES:
+        raise ValueError(f"transforms={recipe!r}: use one of {', '.join(map(repr, TRANSFORM_RECIPES))}")
+    if recipe == "square":
+        transform = make_transform(image_size, normalization)
+        return transform, transform
+    from torchvision import transforms
+
+    resize = resize_size(image_size)
+    train = transforms.Compose([
+        transforms.Resize(resize), transforms.RandomCrop(image_size), transforms.RandomHorizontalFlip(),
+        *_to_tensor_steps(normalization),
+    ])
+    evaluation = transforms.Compose([
+        transforms.Resize(resize), transforms.CenterCrop(image_size), *_to_tensor_steps(normalization),
+    ])
+    return train, evaluation
 
 
 def split_by_domain(dataset: ImageTensorDataset) -> List[ImageTensorDataset]:

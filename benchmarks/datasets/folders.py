@@ -1,7 +1,10 @@
 """The paper's large image-folder datasets (Caltech-256, MIT Indoor-67, Oxford-IIIT Pets,
 Tiny-ImageNet-200), read lazily with PIL from ``data_root``; a missing folder raises
 :class:`~benchmarks.datasets.base.DatasetNotFoundError` saying where to download it and
-how to lay it out."""
+how to lay it out. ``transforms="authors"`` gives the training set the TMC authors' random
+crop and flip and the test set their centre crop (:func:`~benchmarks.datasets.base.make_transforms`);
+a class whose split leaves its train or test side empty raises
+:class:`~benchmarks.datasets.base.TooFewImagesError` at load time."""
 
 from __future__ import annotations
 
@@ -10,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .base import DatasetNotFoundError, ImageFileDataset, Normalization, make_transform, stratified_split
+from .base import (
+    DatasetNotFoundError,
+    ImageFileDataset,
+    Normalization,
+    TooFewImagesError,
+    make_transforms,
+    stratified_split,
+)
 from .cache import default_data_root
 
 __all__ = [
@@ -37,10 +47,11 @@ class FolderLayout:
         for candidate in candidates:
             if candidate.is_dir() and check(candidate):
                 return candidate
+        # The first line says everything needed (listings print only that line); the layout follows.
         raise DatasetNotFoundError(
-            f"{self.name} not found: looked in {', '.join(map(str, candidates))}. "
-            f"Download it from {self.url} and lay it out as:\n{self.layout}\n"
-            "then pass data_root=<the folder holding it> (or set $AVALANCHE_TMC_DATA)."
+            f"{self.name} not found: looked in {', '.join(map(str, candidates))}. Download it from {self.url}, "
+            "lay it out as shown below and pass data_root=<the folder holding it> (or set $AVALANCHE_TMC_DATA).\n"
+            f"Layout:\n{self.layout}"
         )
 
 
@@ -54,22 +65,79 @@ def _split_groups(
     seed: int,
     train_per_class: Optional[int] = None,
     train_fraction: Optional[float] = None,
+    dataset: str = "dataset",
+    names: Optional[Sequence[str]] = None,
 ) -> Tuple[List[Tuple[Path, int]], List[Tuple[Path, int]]]:
-    """Seeded per-class split of file lists (label = position in ``groups``)."""
+    """Seeded per-class split of file lists (label = position in ``groups``); a class left
+    with an empty train or test side raises :class:`TooFewImagesError`."""
+    names = list(names) if names is not None else [str(i) for i in range(len(groups))]
+    if train_per_class is not None:
+        short = [(name, len(group)) for name, group in zip(names, groups) if len(group) <= train_per_class]
+        if short:
+            smallest = min(n for _, n in short)
+            raise TooFewImagesError(
+                f"{dataset}: {_describe(short)}: train_per_class={train_per_class} takes that many for "
+                "training and leaves none for the test set. Lower train_per_class to at most "
+                f"{max(smallest - 1, 0)} (the smallest class has {smallest} images) or add images to "
+                f"{'that class' if len(short) == 1 else 'those classes'}."
+            )
     paths = [p for group in groups for p in group]
     labels = [label for label, group in enumerate(groups) for _ in group]
     test_fraction = None if train_fraction is None else 1.0 - train_fraction
     train, test = stratified_split(labels, test_fraction=test_fraction, train_per_class=train_per_class, seed=seed)
-    return [(paths[i], labels[i]) for i in train], [(paths[i], labels[i]) for i in test]
+    train_pairs, test_pairs = [(paths[i], labels[i]) for i in train], [(paths[i], labels[i]) for i in test]
+    option = f"train_per_class={train_per_class}" if train_per_class is not None else f"train_fraction={train_fraction}"
+    _check_both_sides(dataset, names, train_pairs, test_pairs, option)
+    return train_pairs, test_pairs
+
+
+def _describe(counts: Sequence[Tuple[str, int]], most: int = 5) -> str:
+    """``class 'a' has 3 images`` / ``classes 'a' (3 images), 'b' (1 image) ...``."""
+
+    def images(n: int) -> str:
+        return f"{n} image{'' if n == 1 else 's'}"
+
+    if len(counts) == 1:
+        return f"class {counts[0][0]!r} has {images(counts[0][1])}"
+    shown = ", ".join(f"{name!r} ({images(n)})" for name, n in counts[:most])
+    more = f" and {len(counts) - most} more" if len(counts) > most else ""
+    return f"classes {shown}{more} have too few images"
+
+
+def _check_both_sides(
+    dataset: str, classes: Sequence[str], train: Sequence[Tuple[Path, int]], test: Sequence[Tuple[Path, int]],
+    what_sets_it: str,
+) -> None:  # fmt: skip
+    """Raise :class:`TooFewImagesError` if a class has no training or no test sample (Avalanche
+    would fail much later, e.g. with a bare IndexError on an empty experience)."""
+    count_train = [0] * len(classes)
+    count_test = [0] * len(classes)
+    for _, label in train:
+        count_train[label] += 1
+    for _, label in test:
+        count_test[label] += 1
+    for side, counts in (("training", count_train), ("test", count_test)):
+        empty = [(name, count_train[i] + count_test[i]) for i, name in enumerate(classes) if counts[i] == 0]
+        if empty:
+            raise TooFewImagesError(
+                f"{dataset}: {_describe(empty)}: {what_sets_it} leaves none for "
+                f"{'its' if len(empty) == 1 else 'their'} {side} set. "
+                "Every class needs at least one training and one test image: change that option or add images."
+            )
 
 
 def _file_pair(
     train: Sequence[Tuple[Path, int]], test: Sequence[Tuple[Path, int]], classes: Sequence[str],
-    image_size: int, normalization: Normalization, transform: Optional[Callable],
+    image_size: int, normalization: Normalization, transform: Optional[Callable], transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:  # fmt: skip
-    """Wrap split file lists as datasets sharing one transform."""
-    transform = transform or make_transform(image_size, normalization)
-    return ImageFileDataset(train, classes, transform), ImageFileDataset(test, classes, transform)
+    """Wrap split file lists as datasets: ``transform`` for both if given, else the training
+    and evaluation transforms of the ``transforms`` recipe."""
+    if transform is not None:
+        if transforms != "square":
+            raise ValueError(f"give transform=<callable> or transforms={transforms!r}, not both")
+        return ImageFileDataset(train, classes, transform), ImageFileDataset(test, classes, transform)
+    train_transform, eval_transform = make_transforms(image_size, normalization, transforms)
+    return ImageFileDataset(train, classes, train_transform), ImageFileDataset(test, classes, eval_transform)
 
 
 CALTECH256 = FolderLayout(
@@ -90,6 +158,7 @@ def load_caltech256(
     include_clutter: bool = False,
     seed: int = 0,
     transform: Optional[Callable] = None,
+    transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:
     """Caltech-256: ``train_per_class`` (60) seeded random images per class for training,
     the rest for test; 256 classes (257 with ``include_clutter``)."""
@@ -101,8 +170,9 @@ def load_caltech256(
     root = CALTECH256.locate(data_root, lambda p: bool(class_dirs(p)))
     dirs = class_dirs(root)
     classes = [_CALTECH_CLASS.match(d.name).group(2) for d in dirs]  # type: ignore[union-attr]
-    train, test = _split_groups([list_images(d) for d in dirs], seed, train_per_class=train_per_class)
-    return _file_pair(train, test, classes, image_size, normalization, transform)
+    train, test = _split_groups([list_images(d) for d in dirs], seed, train_per_class=train_per_class,
+                                dataset="caltech256", names=[d.name for d in dirs])
+    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 MIT67 = FolderLayout(
@@ -125,6 +195,7 @@ def load_mit67(
     image_size: int = 32,
     normalization: Normalization = "imagenet",
     transform: Optional[Callable] = None,
+    transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:
     """MIT Indoor-67 with the official ``TrainImages.txt`` / ``TestImages.txt`` lists
     (80 / 20 per class on the real data)."""
@@ -146,7 +217,8 @@ def load_mit67(
         return out
 
     train, test = samples("TrainImages.txt"), samples("TestImages.txt")
-    return _file_pair(train, test, classes, image_size, normalization, transform)
+    _check_both_sides("mit67", classes, train, test, "the lists TrainImages.txt / TestImages.txt")
+    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 OXFORD_PETS = FolderLayout(
@@ -166,6 +238,7 @@ def load_oxford_pets(
     train_fraction: float = 0.5,
     seed: int = 0,
     transform: Optional[Callable] = None,
+    transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:
     """Oxford-IIIT Pets (37 breeds): class from the file-name prefix; a seeded per-class
     split, half / half by default."""
@@ -178,8 +251,9 @@ def load_oxford_pets(
     for path in pet_files(root):
         by_class.setdefault(_PET_FILE.match(path.stem).group(1), []).append(path)  # type: ignore[union-attr]
     classes = sorted(by_class)
-    train, test = _split_groups([by_class[c] for c in classes], seed, train_fraction=train_fraction)
-    return _file_pair(train, test, classes, image_size, normalization, transform)
+    train, test = _split_groups([by_class[c] for c in classes], seed, train_fraction=train_fraction,
+                                dataset="oxford_pets", names=classes)
+    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 TINYIMAGENET = FolderLayout(
@@ -198,6 +272,7 @@ def load_tinyimagenet(
     image_size: int = 32,
     normalization: Normalization = "imagenet",
     transform: Optional[Callable] = None,
+    transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:
     """Tiny-ImageNet-200: train = ``train/<wnid>/images``, test = the labelled ``val`` set.
     Classes in ``wnids.txt`` order (else sorted); ``classes`` are words.txt names if present."""
@@ -220,4 +295,5 @@ def load_tinyimagenet(
     words_file = root / "words.txt"
     words = dict(line.split("\t", 1) for line in _read_list(words_file) if "\t" in line) if words_file.is_file() else {}
     classes = [words.get(w, w) for w in wnids]
-    return _file_pair(train, test, classes, image_size, normalization, transform)
+    _check_both_sides("tinyimagenet", wnids, train, test, "train/<wnid>/images and val/val_annotations.txt")
+    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
