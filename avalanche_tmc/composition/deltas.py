@@ -63,9 +63,29 @@ def non_finite_names(delta: Mapping[str, Tensor]) -> List[str]:
     return [n for n, t in delta.items() if not bool(torch.isfinite(t).all())]
 
 
+def _overflow_of_a_narrow_dtype(delta: Mapping[str, Tensor], bad: Sequence[str]) -> Optional[str]:
+    """Why the entries ``bad`` are not finite when it is an overflow of a dtype narrower than
+    float32 (float16: largest finite value 65504), not a divergence: infinities only, no NaN."""
+    dtypes = {delta[n].dtype for n in bad}
+    if not all(d.is_floating_point and torch.finfo(d).max < torch.finfo(torch.float32).max for d in dtypes) or any(
+            bool(torch.isnan(delta[n]).any()) for n in bad):
+        return None
+    names = ", ".join(sorted(str(d).replace("torch.", "") for d in dtypes))
+    largest = min(torch.finfo(d).max for d in dtypes)
+    return (f"values beyond {names}'s range (its largest finite value is {largest:g}), which is an overflow of "
+            f"{names}, not necessarily a divergence. Keep δ and the composition in float32 (a float32 network; "
+            "AutocastPlugin runs the forward passes in lower precision and keeps δ in float32), or use smaller "
+            "component weights (weighting='mean')")
+
+
 def check_finite(delta: Mapping[str, Tensor], what: str = "delta") -> None:
-    """Raise ``ValueError`` if any entry of ``delta`` holds a NaN or an infinity."""
+    """Raise ``ValueError`` if any entry of ``delta`` holds a NaN or an infinity (naming
+    the dtype's range when it is an overflow of float16)."""
     bad = non_finite_names(delta)
+    overflow = _overflow_of_a_narrow_dtype(delta, bad) if bad else None
+    if overflow:
+        raise ValueError(f"The {what} is not finite (inf in {bad[:5]}{' ...' if len(bad) > 5 else ''}): {overflow}. "
+                         "A non-finite component is never composed: it would spoil every later composition.")
     if bad:
         raise ValueError(
             f"The {what} is not finite (NaN or inf in {bad[:5]}{' ...' if len(bad) > 5 else ''}): "

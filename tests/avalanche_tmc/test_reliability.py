@@ -59,6 +59,18 @@ def test_composition_refuses_non_finite_components():
         composition.add("c", good, weight=float("nan"))
 
 
+def test_a_float16_overflow_names_float16s_range_not_the_learning_rate():
+    """Issue 30, case 22: after a float16 overflow the error suggested lowering the learning rate."""
+    delta = {"w": torch.full((3,), 40000.0, dtype=torch.float16)}
+    composition = DeltaComposition()
+    composition.add(0, delta)
+    with pytest.raises(ValueError, match="float16's range.*65504") as error:
+        composition.add(1, delta, weight=2.0)  # 40000 + 80000 > 65504: the sum overflows
+    assert "learning rate" not in str(error.value) and composition.keys == [0]
+    with pytest.raises(ValueError, match="learning rate"):  # a NaN is still a divergence (or bad data)
+        DeltaComposition().add(0, {"w": torch.tensor([float("nan")], dtype=torch.float16)})
+
+
 def test_statistics_refuse_non_finite():
     features = torch.randn(6, 5)
     stats = head_statistics(features, torch.arange(6) % 3, 3)
