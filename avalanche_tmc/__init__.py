@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.metrics import loss_name
     from .training.plugins.autocast import AutocastPlugin
     from .training.plugins.composition import CompositionPlugin
+    from .training.plugins.delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
@@ -132,6 +133,9 @@ __all__ = [
     "TaskMaskPlugin",
     "CompositionPlugin",
     "AutocastPlugin",
+    "DeltaDecayPlugin",
+    "DECAY_KINDS",
+    "NORM_DECAY_EPSILON",
     "TMCStrategy",
     "TMEStrategy",
     "TMCSeqStrategy",

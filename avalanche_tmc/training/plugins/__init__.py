@@ -2,8 +2,10 @@
 
 from .autocast import AutocastPlugin
 from .composition import CompositionPlugin
+from .delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
 from .divergence import DivergenceGuardPlugin
 from .tangent import TangentPlugin
 from .task_mask import TaskMaskPlugin
 
-__all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin", "AutocastPlugin"]
+__all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin", "AutocastPlugin",
+           "DeltaDecayPlugin", "DECAY_KINDS", "NORM_DECAY_EPSILON"]

@@ -7,7 +7,7 @@ import math
 import numbers
 import os
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Set, Union
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -22,6 +22,7 @@ from ...distributed import UnshardedLoaders
 from ...tangent import Delta, TangentModel
 from ..metrics import default_tangent_evaluator
 from ..mixins import AllOrNothingTraining, check_train_epochs
+from ..plugins.delta_decay import DeltaDecayPlugin, check_decay
 from ..plugins.divergence import DivergenceGuardPlugin
 from ..plugins.tangent import TangentPlugin
 
@@ -42,7 +43,8 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
     ``KeyboardInterrupt``) the components, the model's ``δ``, the optimizer state and the
     clock are as before the call (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
     :attr:`tangent_plugin` trains and composes the components, :attr:`divergence_guard`
-    stops a diverging experience."""
+    stops a diverging experience, :attr:`delta_decay` (``decay_kind="norm"`` with
+    ``decay > 0``, else None) adds the decay on ``δ`` to the loss."""
 
     mode = "tmc"
     payload = "delta"
@@ -66,6 +68,9 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         evaluator: Union[EvaluationPlugin, Callable[[], EvaluationPlugin]] = default_evaluator,
         eval_every: int = -1,
         component_dir: Optional[str] = None,
+        overwrite_components: bool = False,
+        decay: float = 0.0,
+        decay_kind: str = "norm",
         **base_kwargs: Any,
     ):
         """
@@ -74,7 +79,8 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             Its state is reset at every experience: each component trains from scratch.
         :param criterion: defaults to ``RescaledSquareLoss(alpha=1, beta=beta)``.
         :param lr: learning rate of the default optimizer (:data:`DEFAULT_LR`).
-        :param beta: RSL target value: 25 for class/task-incremental, 5 for data-incremental.
+        :param beta: RSL target value: 25 for class/task-incremental, 5 for data-incremental
+            (the default is the class's: 25 for TMC and TMC-Seq, 5 for TME).
         :param weighting: ``"mean"`` (paper) or ``"samples"`` component weights.
         :param keep_components: keep every δ_t (for ``components``/``forget``);
             ``False`` keeps O(1) memory.
@@ -84,6 +90,20 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             (:mod:`~avalanche_tmc.files`; not for TMC-Seq). A file written for an
             experience stays even if a later experience of the same ``train()`` call fails
             (it is a valid component; the strategy itself goes back to before the call).
+            A file there that this strategy did not write (another run's) is never
+            replaced: :class:`~avalanche_tmc.files.ComponentExistsError`, and ``train()``
+            goes back to before the call.
+        :param overwrite_components: replace such files in ``component_dir`` instead.
+        :param decay: a decay on ``δ`` toward the pre-trained point, a finite number ``≥ 0``;
+            0 (the default) turns it off. The authors' code uses 1e-5 with ``"norm"``.
+        :param decay_kind: one of :data:`~avalanche_tmc.training.plugins.delta_decay.DECAY_KINDS`:
+            ``"norm"`` (default) adds ``decay · sqrt(1e-6 + Σ δ²)``, the norm over every
+            linearized tensor together, to the loss (:class:`~avalanche_tmc.DeltaDecayPlugin`,
+            put before ``plugins``; the authors' penalty); ``"squared"`` is the usual L2 decay
+            ``decay/2 · Σ δ²``, i.e. ``Adam(weight_decay=decay)``; ``"decoupled"`` is
+            ``AdamW(weight_decay=decay)``. ``"squared"`` and ``"decoupled"`` change the default
+            optimizer, so with your own ``optimizer`` they are refused (set its
+            ``weight_decay`` instead); ``"norm"`` works with any optimizer.
         :param train_mb_size, train_epochs, eval_mb_size, device, plugins, evaluator,
             eval_every, base_kwargs: as in Avalanche's ``Naive``.
         """
@@ -92,11 +112,27 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
                 f"{type(self).__name__} needs a TangentModel, got {type(model).__name__}. "
                 "Wrap the pre-trained network: TangentModel(net, num_classes=...)."
             )
+        decay = check_decay(decay, decay_kind)
         if optimizer is None:
             if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
                 raise ValueError(
                     f"lr must be a positive finite number (the paper: 1e-4 to 1e-2 with Adam), got {lr!r}.")
-            optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr)
+            if decay and decay_kind == "squared":
+                optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr, weight_decay=decay)
+            elif decay and decay_kind == "decoupled":
+                optimizer = torch.optim.AdamW(model.delta_parameters(), lr=lr, weight_decay=decay)
+            else:
+                optimizer = torch.optim.Adam(model.delta_parameters(), lr=lr)
+        elif decay and decay_kind != "norm":
+            raise ValueError(
+                f"decay_kind={decay_kind!r} is a setting of the default optimizer, which a given optimizer replaces: "
+                f"set weight_decay={decay!r} on your optimizer instead ("
+                + ("torch.optim.Adam(..., weight_decay=...) for 'squared'" if decay_kind == "squared"
+                   else "torch.optim.AdamW(..., weight_decay=...) for 'decoupled'")
+                + "), or use decay_kind='norm', which works with any optimizer.")
+        self.decay, self.decay_kind = decay, decay_kind
+        self.delta_decay: Optional[DeltaDecayPlugin] = (
+            DeltaDecayPlugin(decay) if decay and decay_kind == "norm" else None)
         if criterion is None:
             criterion = RescaledSquareLoss(alpha=1.0, beta=beta)
         check_train_epochs(train_epochs)
@@ -105,6 +141,8 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             self.mode, weighting=weighting, keep_components=keep_components, task_incremental=task_incremental
         )
         self.component_dir = component_dir
+        self.overwrite_components = overwrite_components
+        self._written_components: Set[str] = set()  # files of component_dir this strategy wrote: its own to replace
         if component_dir is not None:
             if self.mode == "tmc-seq":
                 raise ValueError("TMC-Seq components are not independent (each starts from the composition before "
@@ -118,8 +156,10 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             train_epochs=train_epochs,
             eval_mb_size=eval_mb_size,
             device=device,
-            # the guard first: its end-of-experience check runs before the component is composed
-            plugins=[self.divergence_guard, self.tangent_plugin, *(plugins or [])],
+            # the guard first: its end-of-experience check runs before the component is composed;
+            # the decay before the user's plugins: an AutocastPlugin(float16) among them scales its term
+            plugins=[self.divergence_guard, self.tangent_plugin,
+                     *([self.delta_decay] if self.delta_decay is not None else []), *(plugins or [])],
             # Avalanche's default, with losses named for what they are (RSL_Loss_*, TME's NLL_Loss_*)
             evaluator=default_tangent_evaluator if evaluator is default_evaluator else evaluator,
             eval_every=eval_every,
@@ -158,8 +198,12 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         return dict(self.tangent_plugin.component_classes)
 
     def component_settings(self) -> Dict[str, Any]:
-        """How the components were made, recorded in component files (mode, weighting)."""
-        return dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
+        """How the components were made, recorded in component files (mode, weighting; the
+        decay on ``δ`` and its kind when there is one)."""
+        settings = dict(mode=self.tangent_plugin.mode, weighting=self.tangent_plugin.weighting)
+        if getattr(self, "decay", 0.0):  # (strategies pickled before the decay existed have none)
+            settings.update(decay=self.decay, decay_kind=self.decay_kind)
+        return settings
 
     def base_network(self) -> torch.nn.Module:
         """The wrapped pre-trained network (its weights and buffers are the base point)."""
@@ -182,7 +226,11 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         component = tangent_component(self.model, delta, key, weight=weight,
                                       classes=self.tangent_plugin.component_classes.get(key),
                                       settings=strategy_settings(self))
-        save_component(component, os.path.join(self.component_dir, f"experience-{key}.safetensors"))
+        path = os.path.join(self.component_dir, f"experience-{key}.safetensors")
+        written = self.__dict__.setdefault("_written_components", set())  # (pickled before it existed: none)
+        # exclusive unless asked or this strategy wrote it (a train() it rolled back): another run's file is kept
+        save_component(component, path, overwrite=getattr(self, "overwrite_components", False) or path in written)
+        written.add(path)
 
     def load_components(self, paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None
                         ) -> List[Hashable]:
@@ -242,6 +290,7 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             path = os.path.join(self.component_dir, f"experience-{exp_id}.safetensors")
             if os.path.lexists(path):
                 os.remove(path)
+            self.__dict__.setdefault("_written_components", set()).discard(path)
 
 
 class TMCStrategy(_TangentStrategy):
@@ -253,9 +302,18 @@ class TMCStrategy(_TangentStrategy):
 
 class TMEStrategy(_TangentStrategy):
     """Tangent Model Ensembling: TMC's training, but evaluation averages the softmax of
-    the T component models (O(T) inference, usually a little more accurate)."""
+    the T component models (O(T) inference, usually a little more accurate).
+
+    Its default RSL ``beta`` is 5, not TMC's 25: the paper trains TME with ``α = 1, β = 5``
+    (its appendix: a large β makes TMC's sum of logits mimic the high signal-to-noise ratio
+    that the softmax already gives an ensemble). The authors' ``scripts/compose.sh`` used 15
+    in class-incremental runs; pass ``beta=`` to choose another value."""
 
     mode = "tme"
+
+    def __init__(self, *, beta: float = 5.0, **kwargs: Any):
+        """As :class:`TMCStrategy`'s constructor, with ``beta`` 5 by default (the paper's TME setting)."""
+        super().__init__(beta=beta, **kwargs)
 
 
 class TMCSeqStrategy(_TangentStrategy):
