@@ -125,7 +125,7 @@ def test_tme_accuracy_is_the_softmax_ensemble_of_the_components(digits, backbone
 
 def test_trained_tme_evaluates_as_tmc_after_switching_mode(digits, backbone, device):
     bm = digits_benchmark(*digits, n_experiences=2)
-    tme = make_strategy(TMEStrategy, backbone, device)
+    tme = make_strategy(TMEStrategy, backbone, device, beta=25.0)  # TMC's β: the same components
     train_all(tme, bm.train_stream)
     tmc = make_strategy(TMCStrategy, backbone, device)
     train_all(tmc, bm.train_stream)
