@@ -138,7 +138,13 @@ def _seeds(text: str) -> Tuple[int, ...]:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options; those left unset come from the preset."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
+                    "seeds,\nwriting results.csv, results.md (tables and verdicts) and plots under --out.",
+        epilog="examples:\n  python -m benchmarks.run --preset offline                      # the main job\n"
+               "  python -m benchmarks.run --preset c-caltech256-10 --data-root ~/data  # a paper run (GPU)\n"
+               "A refusal (bad option, missing dataset, weights or package) is one line on stderr, exit code 2.")
     p.add_argument("--preset", default=None, help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("--dataset")
     p.add_argument("--data-root", default=None, help="folder holding the dataset (Caltech-256, MIT-67, ...)")
