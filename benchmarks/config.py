@@ -147,11 +147,11 @@ def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: in
 
 
 def loader_options(options: Options) -> Dict[str, Any]:
-    """The DataLoader arguments Avalanche's ``train``/``eval`` take, for ``options.workers``."""
-    if options.workers <= 0:
-        return {}
-    return dict(num_workers=options.workers, persistent_workers=True,
-                pin_memory=str(options.device).startswith("cuda"))
+    """The DataLoader arguments Avalanche's ``train``/``eval`` take, for ``options.workers``
+    (none for 0: Avalanche's defaults)."""
+    from benchmarks.loading import dataloader_kwargs
+
+    return dataloader_kwargs(num_workers=options.workers, device=options.device) if options.workers > 0 else {}
 
 
 def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:

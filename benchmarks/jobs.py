@@ -18,7 +18,7 @@ from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 import torch
 
-__all__ = ["available_cores", "default_jobs", "default_workers", "threads_per_job", "run_tasks"]
+__all__ = ["available_cores", "default_jobs", "threads_per_job", "run_tasks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,11 +37,6 @@ def available_cores() -> int:
 def default_jobs(device: str) -> int:
     """One job per core on CPU; one on an accelerator (its kernels are not this small)."""
     return available_cores() if str(device).startswith("cpu") else 1
-
-
-def default_workers(cap: int = 8) -> int:
-    """DataLoader workers decoding images: one per core up to ``cap`` (the authors used 8)."""
-    return min(cap, available_cores())
 
 
 def threads_per_job(jobs: int, threads: Optional[int] = None) -> int:

@@ -34,7 +34,8 @@ from avalanche_tmc import DivergenceError, find_head
 from avalanche_tmc.loggers import LOGGERS, check_loggers, make_loggers
 from benchmarks import report
 from benchmarks.config import RECIPE_CHOICES, Options, RunConfig, loader_options, progress_key, train_config
-from benchmarks.jobs import available_cores, default_jobs, default_workers, run_tasks, threads_per_job
+from benchmarks.jobs import available_cores, default_jobs, run_tasks, threads_per_job
+from benchmarks.loading import default_workers
 from benchmarks.methods import (
     MethodGroup,
     TrainConfig,
@@ -226,8 +227,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              "the authors used IMAGENET1K_V1")
     feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
     feed.add_argument("--workers", type=_non_negative_int, default=None,
-                      help="DataLoader worker processes decoding images (default: one per core, up to 8, when the "
-                           "images are decoded per batch; 0 for cached features)")
+                      help="DataLoader worker processes decoding images (default: one per core but one, up to 8, "
+                           "when the images are decoded per batch; 0 for cached features)")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                       help="forwards under torch.autocast in this dtype (avalanche_tmc.AutocastPlugin)")
     feed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
