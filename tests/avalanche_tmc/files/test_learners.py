@@ -105,3 +105,20 @@ def test_files_whose_sum_overflows_are_all_refused_before_any_is_installed(model
     with pytest.raises(cf.IncompatibleComponentsError, match="not finite"):
         strategy.load_components(paths[1])
     assert strategy.learned().keys == [0]
+
+
+def test_component_dir_never_replaces_another_runs_file(bm, tmp_path, device):
+    """Issue 30, case 15: component_dir silently replaced another run's experience-0.safetensors (the command
+    line refuses with exit 4). Exclusive by default, as the command line; overwrite_components=True replaces."""
+    first = train(tmc(component_dir=str(tmp_path), device=device), bm.train_stream[:1])
+    theirs = (tmp_path / "experience-0.safetensors").read_bytes()
+    second = tmc(component_dir=str(tmp_path), weighting="samples", device=device)
+    with pytest.raises(cf.ComponentExistsError, match="exists"):
+        train(second, bm.train_stream[:1])
+    assert (tmp_path / "experience-0.safetensors").read_bytes() == theirs and len(second.learned()) == 0
+    train(first, bm.train_stream[1:2])  # the run that wrote the files goes on writing there
+    first.forget(1)
+    train(first, bm.train_stream[1:2])
+    train(tmc(component_dir=str(tmp_path), overwrite_components=True, weighting="samples", device=device),
+          bm.train_stream[:1])
+    assert (tmp_path / "experience-0.safetensors").read_bytes() != theirs
