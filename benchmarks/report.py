@@ -14,7 +14,15 @@ dataset also gets ``regimes.png`` (accuracy vs. how much is trained, one line pe
 to the CSV; ``--readme README.md`` (or ``--readme docs/results.md``: any Markdown file)
 also rewrites the blocks of that file generated from the CSV (between ``<!-- generated
 from PATH by: COMMAND -->`` and ``<!-- end generated -->``; PATH is relative to the Markdown
-file, COMMAND the one to run from the repository root).
+file, COMMAND the one to run from the repository root). Marker lines count only at the
+start of a line outside fenced code (an example quoting them is not a block); every block
+generated from the CSV is rewritten; a page whose markers do not pair up (a block that lost
+its end marker) is refused before anything is written; the page is written through a
+symlink to its target, keeping its mode and line endings.
+
+A results file that is malformed (cut mid-line by a killed write or copy, a row of another
+length, a value that is not a number, unknown or missing columns) is refused with
+:class:`ReportFileError`; the command prints its one-line message and exits with status 2.
 """
 
 from __future__ import annotations
@@ -22,8 +30,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import io
 import math
 import os
+import re
+import stat
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -44,7 +55,8 @@ __all__ = [
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
     "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
-    "generated_block", "variance_table", "update_readme", "timing_table", "main",
+    "generated_block", "variance_table", "update_readme", "timing_table", "main", "ReportFileError",
+    "find_generated_blocks",
 ]
 
 Row = Mapping[str, object]
@@ -71,6 +83,14 @@ COMPONENT_PREFIX = "component-"
 ALL = "all"
 MISSING = "–"
 SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
+
+
+class ReportFileError(ValueError):
+    """A results file or Markdown page the report refuses to read or rewrite: a malformed
+    CSV (cut mid-line, a row of another length, a value that is not a number, unknown or
+    missing columns), a page without the block, or with markers that do not pair up. The
+    message is one line naming the file (and line) and what to do; ``python -m
+    benchmarks.report`` prints it and exits with status 2."""
 
 
 def method_info(method: str) -> Tuple[str, str, str, bool]:
@@ -151,14 +171,15 @@ def seed_count(rows: Iterable[Row]) -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(path: PathLike):
+def atomic_path(path: PathLike, mode: int = 0o644):
     """Yield a temporary path next to ``path``; when the block succeeds it is renamed over
-    ``path`` (``os.replace``), so a kill or an error never leaves a half-written file."""
+    ``path`` (``os.replace``), so a kill or an error never leaves a half-written file.
+    The file gets permissions ``mode`` (results files are ordinary files: ``0o644``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; results files are ordinary files
+    os.chmod(tmp, mode)  # mkstemp makes it private
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -181,11 +202,70 @@ def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
     return _write_dict_csv(rows, path, COLUMNS)
 
 
-def read_csv(path: PathLike) -> List[Dict[str, object]]:
-    """Rows written by :func:`write_csv`, with int / float columns restored."""
+_REQUIRED = COLUMNS[:COLUMNS.index("regime")]
+"""The columns every results file has (those after them were added later: files written
+before a column existed read it as empty)."""
+_NOT_EMPTY = ("dataset", "scenario", "method", "model", "eval_exp")
+
+
+def _read_table(path: PathLike, known: Optional[Sequence[str]] = None,
+                required: Sequence[str] = ()) -> Tuple[List[str], List[Tuple[int, Dict[str, str]]]]:
+    """The header and ``(line number, {column: value})`` of each row of the CSV ``path``;
+    :class:`ReportFileError` when it is malformed: empty, cut mid-line (its last line has
+    no line end), a row whose field count is not the header's, a header with empty or
+    repeated names, names outside ``known`` or lacking one of ``required``."""
     with Path(path).open(newline="", encoding="utf-8") as f:
-        # (files written before a column existed read it as empty)
-        return [{c: _CONVERTERS.get(c, str)(raw.get(c) or "") for c in COLUMNS} for raw in csv.DictReader(f)]
+        data = f.read()
+    if not data.strip():
+        raise ReportFileError(f"{path}: the file is empty (no header, no rows): restore it or run the benchmark again.")
+    if not data.endswith("\n"):
+        line = data.count("\n") + 1
+        raise ReportFileError(f"{path}, line {line}: the file ends inside a row (no line end after it): it was cut "
+                              "(a killed write or copy); restore it from a complete copy or run the benchmark again.")
+    reader = csv.reader(io.StringIO(data, newline=""))
+    try:
+        header = next(reader)
+        records = [(reader.line_num, record) for record in reader if record]
+    except csv.Error as e:
+        raise ReportFileError(f"{path}, line {reader.line_num}: not a CSV file ({e}).") from None
+    if any(not name for name in header) or len(set(header)) != len(header):
+        raise ReportFileError(f"{path}, line 1: the header has empty or repeated column names: {header}.")
+    unknown = [c for c in header if known is not None and c not in known]
+    if unknown:
+        raise ReportFileError(f"{path}, line 1: unknown column(s) {unknown} (known: {list(known or ())}): not a "
+                              "results file of this version, or its header was edited.")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ReportFileError(f"{path}, line 1: the header lacks the column(s) {missing}: not a results file, or "
+                              "its header was edited.")
+    rows = []
+    for line, record in records:
+        if len(record) != len(header):
+            raise ReportFileError(f"{path}, line {line}: {len(record)} fields, the header has {len(header)}: a cut "
+                                  "or edited row; restore the file or run the benchmark again.")
+        rows.append((line, dict(zip(header, record))))
+    return header, rows
+
+
+def read_csv(path: PathLike) -> List[Dict[str, object]]:
+    """Rows written by :func:`write_csv`, with int / float columns restored.
+    :class:`ReportFileError` for a malformed file (see :func:`_read_table`), an empty key
+    column, or a value that is not a number."""
+    _, records = _read_table(path, known=COLUMNS, required=_REQUIRED)
+    rows = []
+    for line, raw in records:
+        row: Dict[str, object] = {}
+        for c in COLUMNS:
+            value = raw.get(c) or ""
+            if c in _NOT_EMPTY and not value:
+                raise ReportFileError(f"{path}, line {line}: {c} is empty: a cut or edited row.")
+            try:
+                row[c] = _CONVERTERS.get(c, str)(value)
+            except ValueError:
+                raise ReportFileError(f"{path}, line {line}: {c} is {value!r}, not a number: a cut or edited "
+                                      "row.") from None
+        rows.append(row)
+    return rows
 
 
 def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
@@ -213,11 +293,13 @@ def _emphasis(index: AccuracyIndex, runs: Sequence[RunKey], methods: Sequence[st
     return marks
 
 
-def _percent(cell: Tuple[float, float, int]) -> str:
+def _percent(cell: Tuple[float, float, int], seeds: int = 1) -> str:
     """An accuracy cell in %: ``"81.23"`` for one seed, ``"81.2 ± 1.4"`` (mean ± sample
-    standard deviation) for several."""
+    standard deviation) for several; a cell from fewer than the table's ``seeds`` says
+    from how many (``"81.2 ± 1.4 (2 seeds)"``, ``"81.23 (1 seed)"``)."""
     mean, std, n = cell
-    return f"{100 * mean:.1f} ± {100 * std:.1f}" if n > 1 else f"{100 * mean:.2f}"
+    text = f"{100 * mean:.1f} ± {100 * std:.1f}" if n > 1 else f"{100 * mean:.2f}"
+    return text + (f" ({n} seed{'s' if n > 1 else ''})" if n < seeds else "")
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
@@ -239,20 +321,23 @@ def markdown_table(rows: Sequence[Row]) -> str:
         for run in runs:
             cell = spread.get((run, method, COMPOSED, run[2], ALL))
             mark = marks.get((run, method), "")
-            cells.append(MISSING if cell is None else f"{mark}{_percent(cell)}{mark}")
+            cells.append(MISSING if cell is None else f"{mark}{_percent(cell, seeds)}{mark}")
         lines.append(_md_row([name, *cells, cost, buffer, "yes" if parallel else "no"]))
 
     backbones = ", ".join(dict.fromkeys(str(r["backbone"]) for r in rows))
+    fewer = any(n < seeds for (run, _, model, after, exp), (_, _, n) in spread.items()
+                if (model, after, exp) == (COMPOSED, run[2], ALL))
     lines += [
         "",
         "Final accuracy (%) on the whole test stream after the last experience"
-        + (f", mean ± sample standard deviation over {seeds} seeds" if seeds > 1 else "") + f"; backbone: {backbones}. "
+        + (f", mean ± sample standard deviation over {seeds} seeds" if seeds > 1 else "")
+        + (" (a cell from fewer seeds says how many: a run is missing)" if fewer else "") + f"; backbone: {backbones}. "
         "**Bold**: best single-model (O(1)) method per column (by the mean), joint paragons excluded; *italic*: best "
         "O(T) method" + (" (the verdicts below say which differences the seeds resolve)." if seeds > 1 else "."),
     ]
     for run in runs:
         paragons = [(m, spread.get((run, m, COMPOSED, run[2], ALL))) for m in methods if m in joint_methods()]
-        parts = [f"{method_info(m)[0]} {_percent(cell)}" for m, cell in paragons if cell is not None]
+        parts = [f"{method_info(m)[0]} {_percent(cell, seeds)}" for m, cell in paragons if cell is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
     lines += _settings_lines(rows, runs)
@@ -569,9 +654,9 @@ def readme_block(rows: Sequence[Row]) -> str:
 
 
 def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
-    """Trials written by :func:`write_tuning_csv` (as strings)."""
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    """Trials written by :func:`write_tuning_csv` (as strings); :class:`ReportFileError`
+    for a malformed file (cut mid-line, a row of another length)."""
+    return [row for _, row in _read_table(path)[1]]
 
 
 def tuning_table(trials: Sequence[Row]) -> str:
@@ -629,52 +714,126 @@ def _header(path: PathLike) -> str:
         return f.readline()
 
 
+_BEGIN_PREFIX = "<!-- generated from "
+_BEGIN = re.compile(r"<!-- generated from (.+?) by: (.+) -->")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+
+
+def _lines(text: str) -> List[str]:
+    """``text`` split after each ``\\n`` (line ends kept, ``\\r\\n`` included)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+
+def find_generated_blocks(text: str, where: str = "the page") -> List[Tuple[int, int, str, str]]:
+    """``(begin line, end line, PATH, COMMAND)`` (0-based line indices) of every generated
+    block of the Markdown ``text``. Markers count at the start of a line outside fenced
+    code (CommonMark fences of 3 or more backticks or tildes, as ``tests/doc_pages.py``
+    reads them): an example that quotes them is not a block.
+    :class:`ReportFileError` (naming ``where`` and the line) when the markers do not pair
+    up: a block without its end marker (before the next block or the end of the page),
+    an end marker without a block, or a begin marker of another form."""
+    blocks: List[Tuple[int, int, str, str]] = []
+    fence: Optional[str] = None
+    opened: Optional[Tuple[int, str, str]] = None
+    for number, raw in enumerate(_lines(text)):
+        line = raw.rstrip("\n").rstrip("\r")
+        if fence is None:
+            match = _FENCE.fullmatch(line)
+            if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+                fence = match.group(1)  # (a backtick fence's info string has no backtick: else inline code)
+                continue
+        else:
+            if re.fullmatch(re.escape(fence[0]) + "{%d,}" % len(fence), line.strip()):
+                fence = None  # the closing fence: the same character, at least as long, alone on its line
+            continue
+        if line.startswith(_BEGIN_PREFIX):
+            begin = _BEGIN.fullmatch(line)
+            if begin is None:
+                raise ReportFileError(f"{where}, line {number + 1}: a generated-block marker of an unknown form "
+                                      f"({line!r}); write {_generated_begin('PATH', 'COMMAND')!r}.")
+            if opened is not None:
+                raise ReportFileError(_no_end(where, opened, f"the next block, line {number + 1}"))
+            opened = (number, begin.group(1), begin.group(2))
+        elif line == GENERATED_END:
+            if opened is None:
+                raise ReportFileError(f"{where}, line {number + 1}: an end marker without a block ({GENERATED_END} "
+                                      "with no begin marker before it): remove it or add its begin marker; nothing "
+                                      "was written.")
+            blocks.append((opened[0], number, opened[1], opened[2]))
+            opened = None
+    if opened is not None:
+        raise ReportFileError(_no_end(where, opened, "the end of the page"))
+    return blocks
+
+
+def _no_end(where: str, opened: Tuple[int, str, str], before: str) -> str:
+    return (f"{where}, line {opened[0] + 1}: the block generated from {opened[1]} has no end marker before {before}: "
+            f"rewriting it would delete the text after it. Put {GENERATED_END} back after its table; nothing was "
+            "written.")
+
+
 def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = False,
                   command: Optional[str] = None) -> bool:
-    """Rewrite the block of the Markdown file ``readme`` generated from ``csv_path`` (its path
-    as written in the marker, relative to that file) with ``block`` (:func:`generated_block`);
-    with ``check``, only say whether it is up to date. Returns whether the block was already
-    up to date. The marker line itself is kept; a file without the block's markers is an
-    error whose message gives the lines to add (``command``: the command they name)."""
+    """Rewrite every block of the Markdown file ``readme`` generated from ``csv_path`` (its
+    path as written in the marker, relative to that file) with ``block``
+    (:func:`generated_block`); with ``check``, only say whether they are all up to date.
+    Returns whether they already were. The marker lines themselves are kept; markers inside
+    fenced code are not blocks (:func:`find_generated_blocks`). Refused with
+    :class:`ReportFileError` (nothing written): a file without such a block (the message
+    gives the lines to add; ``command``: the command they name) and a file whose markers do
+    not pair up. A symlink is written through to its target; the file keeps its mode and
+    its line endings (a block is written with its begin marker's)."""
     readme = Path(readme)
-    text = readme.read_text(encoding="utf-8")
-    start = text.find(_generated_prefix(csv_path))
-    line_end = text.find("\n", start)
-    end = text.find(GENERATED_END, line_end)
-    if start < 0 or line_end < 0 or end < 0 or not text[start:line_end].endswith("-->"):
-        raise ValueError(f"{readme} has no block generated from {csv_path}: add the lines\n"
-                         f"{_generated_begin(csv_path, command)}\n{GENERATED_END}\n"
-                         "where the table goes, then run the command again.")
-    new = text[:line_end] + "\n\n" + block + "\n" + text[end:]
+    with readme.open(encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = _lines(text)
+    blocks = [b for b in find_generated_blocks(text, str(readme)) if b[2] == csv_path]
+    if not blocks:
+        raise ReportFileError(f"{readme} has no block generated from {csv_path}: add the lines\n"
+                              f"{_generated_begin(csv_path, command)}\n{GENERATED_END}\n"
+                              "where the table goes, then run the command again.")
+    parts, done = [], 0
+    for begin, end, _, _ in blocks:
+        newline = "\r\n" if lines[begin].endswith("\r\n") else "\n"
+        parts += lines[done:begin + 1] + [newline, block.replace("\n", newline), newline]
+        done = end
+    new = "".join(parts + lines[done:])
     if new == text or check:
         return new == text
-    with atomic_path(readme) as tmp:
-        tmp.write_text(new, encoding="utf-8")
+    target = Path(os.path.realpath(readme))  # through a symlink: the target gets the table
+    with atomic_path(target, mode=stat.S_IMODE(target.stat().st_mode)) as tmp, \
+            tmp.open("w", encoding="utf-8", newline="") as f:
+        f.write(new)
     return False
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """``python -m benchmarks.report CSV [--readme README.md]``: re-make the table and
     plots next to ``CSV`` (and the Markdown file's blocks generated from it)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", type=Path, help="results CSV written by write_csv / write_report")
     parser.add_argument("--readme", type=Path, default=None,
                         help="also rewrite this Markdown file's block generated from CSV (README.md, "
                              "docs/results.md; the path in its marker is relative to the file's folder)")
     args = parser.parse_args(argv)
-    block = generated_block(args.csv)
-    paths: Dict[str, Path] = {}
-    if _header(args.csv).startswith("dataset,scenario,tasks,backbone"):  # a results file
-        rows = read_csv(args.csv)
-        paths = write_report(rows, args.csv.parent, include_csv=False)
-    print(block)
-    for key, path in paths.items():
-        print(f"{key}: {path}")
-    if args.readme is not None:
-        relative = Path(os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)).as_posix()
-        update_readme(args.readme, relative, block,
-                      command=f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}")
-        print(f"readme: {args.readme} (block generated from {relative})")
+    try:
+        block = generated_block(args.csv)
+        paths: Dict[str, Path] = {}
+        if _header(args.csv).startswith("dataset,scenario,tasks,backbone"):  # a results file
+            rows = read_csv(args.csv)
+            paths = write_report(rows, args.csv.parent, include_csv=False)
+        print(block)
+        for key, path in paths.items():
+            print(f"{key}: {path}")
+        if args.readme is not None:
+            relative = Path(os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)).as_posix()
+            command = f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}"
+            update_readme(args.readme, relative, block, command=command)
+            print(f"readme: {args.readme} (block generated from {relative})")
+    except ReportFileError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+    except OSError as e:
+        parser.exit(2, f"{parser.prog}: error: {e.filename}: {e.strerror}\n")
     return paths
 
 

@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from benchmarks import report
-from tests.doc_pages import ROOT, documents, relative
+from tests.doc_pages import ROOT, documents, prose_lines, relative
 
 BEGIN = re.compile(r"^<!-- generated from (\S+) by: python -m benchmarks\.report (\S+) --readme (\S+) -->$")
 OPENED = "<!-- generated from "
 
 
 def generated_blocks(path: Path):
-    """``(line, path in the marker, FILE, PAGE)`` of every generated block of ``path``;
-    a marker line of another form, or begin and end markers that do not pair up, fail."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """``(line, path in the marker, FILE, PAGE)`` of every generated block of ``path``
+    (markers quoted in fenced code are not blocks); a marker line of another form, or begin
+    and end markers that do not pair up, fail."""
+    lines = prose_lines(path.read_text(encoding="utf-8"))
     found, open_at = [], None
     for number, line in enumerate(lines, 1):
         if line.startswith(OPENED):
@@ -68,3 +69,19 @@ def test_block_is_generated_from_its_committed_file(path, line, marker, command_
     assert report.update_readme(path, marker, report.generated_block(results_file), check=True), (
         f"{where}: the block from {marker} is stale: run python -m benchmarks.report {command_file} "
         f"--readme {command_page}")
+
+
+def test_the_report_finds_the_blocks_this_test_finds():
+    """benchmarks.report rewrites exactly the blocks checked here (issue 30, case 11: it
+    took markers quoted in a fenced example for the block)."""
+    for path in documents():
+        text = path.read_text(encoding="utf-8")
+        found = [(begin + 1, marker) for begin, _, marker, _ in report.find_generated_blocks(text, relative(path))]
+        assert found == [(line, marker) for line, marker, _, _ in generated_blocks(path)], relative(path)
+
+
+def test_markers_in_a_fenced_example_are_not_a_block(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("````markdown\n```\n<!-- generated from a.csv by: python -m benchmarks.report a.csv -->\n```\n"
+                    "<!-- end generated -->\n````\n")
+    assert generated_blocks(page) == [] == report.find_generated_blocks(page.read_text())

@@ -260,3 +260,152 @@ def test_tuning_table_shows_each_choice_its_spread_and_the_edge_flag(tmp_path):
     report.write_tuning_csv(trials, tmp_path / "tuning.csv")
     table = report.generated_block(tmp_path / "tuning.csv")
     assert "| C-d (2 tasks, from b) | tangent | 0.01 | 20 | 55.0 | 40.0–55.0 (2) | largest epochs |" in table
+
+
+# ---------------------------------------------------------------------------- issue 30, cases 10, 11, 13, 14
+
+
+def _two_method_rows():
+    """TMC on seeds 0-2, Soup on seeds 0 and 2 only (seed 1 missing)."""
+    rows = _seed_rows([0.40, 0.46, 0.37])
+    soup = [dict(r, method="soup", accuracy=a) for r, a in zip(rows, [0.30, 0.0, 0.32]) if r["seed"] != 1]
+    return rows + soup
+
+
+def test_a_cell_with_fewer_seeds_than_the_caption_says_how_many():
+    table = report.markdown_table(_two_method_rows())
+    assert "over 3 seeds" in table
+    assert "| TMC | **41.0 ± 4.6** |" in table  # all three seeds: no mark
+    assert "| Soup | 31.0 ± 1.4 (2 seeds) |" in table  # mean ± std of 0.30 and 0.32, from 2 seeds
+    one = [r for r in _two_method_rows() if not (r["method"] == "soup" and r["seed"] == 2)]
+    assert "| Soup | 30.00 (1 seed) |" in report.markdown_table(one)
+    assert "(1 seed)" not in report.markdown_table(_seed_rows([0.4]))  # a one-seed table marks nothing
+
+
+def _cut(path, keep):
+    data = path.read_bytes()
+    path.write_bytes(data[:keep])
+
+
+def test_a_results_file_cut_mid_line_is_refused_with_one_line_and_exit_2(tmp_path, capsys):
+    rows = _two_method_rows()
+    path = report.write_csv(rows, tmp_path / "results.csv")
+    lines = path.read_bytes().splitlines(keepends=True)
+    _cut(path, sum(map(len, lines[:-1])) + 20)  # the last row cut after 20 characters
+    with pytest.raises(report.ReportFileError, match=r"results\.csv, line 6: .*cut"):
+        report.read_csv(path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "line 6" in err and "Traceback" not in err
+    assert not (tmp_path / "results.md").exists()  # nothing made from it
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda text: text[:-1], "cut"),  # the last row without its line end: cut inside its last field
+    (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("seed,extra", "seed", 1), "line 2: 19 fields"),
+    (lambda text: text.replace("0.46", "0.4x6"), "line 3: accuracy"),
+    (lambda text: text.replace(",tasks,", ",taskz,", 1), "unknown column"),
+    (lambda text: text.replace(",method,", ",", 1), "lacks the column"),
+    (lambda text: "", "empty"),
+])
+def test_malformed_results_files_are_refused(tmp_path, edit, message):
+    path = report.write_csv(_seed_rows([0.40, 0.46, 0.37]), tmp_path / "results.csv")
+    path.write_bytes(edit(path.read_bytes().decode()).encode())
+    with pytest.raises(report.ReportFileError, match=message):
+        report.read_csv(path)
+
+
+def test_a_cut_tuning_or_variance_file_is_refused(tmp_path):
+    path = tmp_path / "variance.csv"
+    path.write_text("protocol,seed,method,accuracy\nhead,0,tmc,0.40\nhead,1,tm")
+    with pytest.raises(report.ReportFileError, match="line 3: .*cut"):
+        report.generated_block(path)
+
+
+BEGIN_R = "<!-- generated from results/r.csv by: python -m benchmarks.report results/r.csv --readme README.md -->"
+BEGIN_S = "<!-- generated from results/s.csv by: python -m benchmarks.report results/s.csv --readme README.md -->"
+
+
+def _page(tmp_path, text, newline="\n"):
+    (tmp_path / "results").mkdir(exist_ok=True)
+    report.write_csv(_seed_rows([0.40, 0.46, 0.37]), tmp_path / "results" / "r.csv")
+    report.write_csv(_seed_rows([0.20, 0.26, 0.17]), tmp_path / "results" / "s.csv")
+    readme = tmp_path / "README.md"
+    readme.write_bytes(text.replace("\n", newline).encode())
+    return readme
+
+
+def _block(tmp_path, name="r"):
+    return report.generated_block(tmp_path / "results" / f"{name}.csv")
+
+
+def test_markers_quoted_in_a_fenced_code_example_are_not_a_block(tmp_path):
+    example = f"```markdown\n{BEGIN_R}\n(the table)\n{report.GENERATED_END}\n```\n"
+    readme = _page(tmp_path, f"# x\n\nAdd:\n\n{example}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
+    report.update_readme(readme, "results/r.csv", _block(tmp_path))
+    text = readme.read_text()
+    assert example in text  # the example as it was
+    assert text.count("41.0 ± 4.6") == 1 and "stale" not in text
+    assert text.index("41.0 ± 4.6") > text.index(example) + len(example)
+    only_example = _page(tmp_path, f"# x\n\n~~~\n{BEGIN_R}\n{report.GENERATED_END}\n~~~\n")
+    before = only_example.read_bytes()
+    with pytest.raises(ValueError, match="no block generated from results/r.csv"):
+        report.update_readme(only_example, "results/r.csv", _block(tmp_path))
+    assert only_example.read_bytes() == before
+
+
+def test_every_block_generated_from_one_file_is_rewritten(tmp_path):
+    readme = _page(tmp_path, f"{BEGIN_R}\nstale one\n{report.GENERATED_END}\n\nmiddle\n\n"
+                             f"{BEGIN_R}\nstale two\n{report.GENERATED_END}\n")
+    block = _block(tmp_path)
+    assert report.update_readme(readme, "results/r.csv", block, check=True) is False
+    report.update_readme(readme, "results/r.csv", block)
+    text = readme.read_text()
+    assert "stale" not in text and text.count("41.0 ± 4.6") == 2 and "\nmiddle\n" in text
+    assert report.update_readme(readme, "results/r.csv", block, check=True) is True
+    # the second block stale again: the check says so, and the rewrite fixes it
+    second = text.rindex("41.0 ± 4.6")
+    readme.write_text(text[:second] + "40.0" + text[second + 4:])
+    assert report.update_readme(readme, "results/r.csv", block, check=True) is False
+    report.update_readme(readme, "results/r.csv", block)
+    assert readme.read_text() == text
+
+
+@pytest.mark.parametrize("layout", ["before another block", "at the end"])
+def test_a_block_without_its_end_marker_is_refused_and_nothing_is_written(tmp_path, layout):
+    if layout == "before another block":
+        text = f"{BEGIN_R}\nold table\n\nHand-written text.\n\n{BEGIN_S}\nold\n{report.GENERATED_END}\n"
+    else:
+        text = f"{BEGIN_S}\nold\n{report.GENERATED_END}\n\n{BEGIN_R}\nold table\n\nHand-written text.\n"
+    readme = _page(tmp_path, text)
+    before = readme.read_bytes()
+    for name in ("r", "s"):
+        with pytest.raises(report.ReportFileError, match=r"README\.md, line \d+: the block generated from "
+                                                         r"results/r\.csv has no end marker"):
+            report.update_readme(readme, f"results/{name}.csv", _block(tmp_path, name))
+    assert readme.read_bytes() == before
+
+
+def test_an_end_marker_without_a_block_is_refused(tmp_path):
+    readme = _page(tmp_path, f"{BEGIN_R}\nold\n{report.GENERATED_END}\n\ntext\n{report.GENERATED_END}\n")
+    with pytest.raises(report.ReportFileError, match="line 6: an end marker without a block"):
+        report.update_readme(readme, "results/r.csv", _block(tmp_path))
+
+
+def test_rewriting_writes_through_a_symlink_and_keeps_mode_and_line_endings(tmp_path):
+    readme = _page(tmp_path, f"# x\n\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n\nafter\n", newline="\r\n")
+    target = tmp_path / "real.md"
+    readme.rename(target)
+    readme.symlink_to(target.name)
+    target.chmod(0o600)
+    report.main([str(tmp_path / "results" / "r.csv"), "--readme", str(readme)])
+    assert readme.is_symlink() and readme.resolve() == target.resolve()
+    data = target.read_bytes()
+    assert "41.0 ± 4.6".encode() in data and b"stale" not in data
+    assert data.count(b"\n") == data.count(b"\r\n") > 10  # every line still ends in CRLF
+    assert data.endswith(b"\r\n\r\nafter\r\n")
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert report.update_readme(readme, "results/r.csv", _block(tmp_path), check=True) is True
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
