@@ -13,12 +13,14 @@ It prints Markdown tables:
   worker count, reading the JPEG files and reading the decoded cache of
   :func:`benchmarks.loading.decode_once` (built once, its time and size shown). Each
   rate is over ``--epochs`` epochs after one warm-up epoch (which starts the workers and
-  fills the page cache).
+  fills the page cache); wall clock, so it drops when other processes share the cores.
+* **CPU time per image** on one thread (``time.thread_time``, load-independent), from
+  the files and from the cache: ``1000 / ms`` is the rate of one worker on an idle core.
 * with ``--step``: a training step of a tangent ResNet-50 (``TangentModel(resnet50(),
   num_classes=10, start_at="layer1")``, random weights, Adam on δ, the rescaled square
   loss) and of the plain network (Adam on every parameter) at 224 px on this CPU, as
   seconds and images/s, interleaved rounds, medians.
-* **workers needed** ≈ GPU images/s ÷ images/s per worker (the one-worker rate), for an
+* **workers needed** ≈ GPU images/s ÷ images/s per worker (from the CPU time), for an
   assumed GPU throughput: NVIDIA's published ResNet-50 v1.5 training throughput on one
   A100 80GB with mixed precision (:data:`GPU_REFERENCE`), divided by the tangent/plain
   step ratio measured here for the tangent step (an assumption: the ratio on a GPU may
@@ -37,11 +39,13 @@ import argparse
 import copy
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -53,7 +57,7 @@ from benchmarks.datasets.synthetic import make_image_folder
 from benchmarks.jobs import available_cores
 from benchmarks.loading import decode_once
 
-__all__ = ["GPU_REFERENCE", "loading_rates", "step_times", "workers_needed", "main"]
+__all__ = ["GPU_REFERENCE", "cpu_ms_per_image", "loading_rates", "step_times", "workers_needed", "main"]
 
 GPU_REFERENCE = {
     "images_per_s": 2470.0,
@@ -71,19 +75,39 @@ def _epoch(loader: DataLoader) -> int:
     return seen
 
 
+def cpu_ms_per_image(dataset: ImageFileDataset, images: Optional[int] = None) -> float:
+    """CPU milliseconds of one item (read or decode, then the whole transform) on one thread:
+    the calling thread's CPU time (``time.thread_time``) with torch on one thread, so other
+    processes' load does not count. ``1000 / this`` is what one worker on an idle core gives."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        n = len(dataset) if images is None else min(images, len(dataset))
+        dataset[0]
+        start = time.thread_time()
+        for i in range(n):
+            dataset[i]
+        return (time.thread_time() - start) * 1000 / n
+    finally:
+        torch.set_num_threads(threads)
+
+
 def loading_rates(
     dataset: ImageFileDataset, workers: Sequence[int], batch_size: int = 32, epochs: int = 2,
-) -> Dict[int, float]:  # fmt: skip
-    """Images/s of ``dataset`` through a shuffled DataLoader per worker count (after one
-    warm-up epoch; persistent workers, so the timed epochs start none)."""
-    rates: Dict[int, float] = {}
+) -> Dict[int, Tuple[float, float]]:  # fmt: skip
+    """Per worker count: (images/s, main-process CPU ms per image) of ``dataset`` through a
+    shuffled DataLoader, over ``epochs`` epochs after a warm-up one (persistent workers, so
+    the timed epochs start none). With workers, the main process's CPU time is what
+    receiving and collating the batches costs it."""
+    rates: Dict[int, Tuple[float, float]] = {}
     for n in workers:
         torch.manual_seed(0)
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=n, persistent_workers=n > 0)
         _epoch(loader)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         seen = sum(_epoch(loader) for _ in range(epochs))
-        rates[n] = seen / (time.perf_counter() - start)
+        rates[n] = (seen / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / seen)
         del loader
     return rates
 
@@ -176,7 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per setting")
     parser.add_argument("--step-batch", type=int, default=8)
     parser.add_argument("--step-rounds", type=int, default=3)
-    parser.add_argument("--cache", default=None, help="where the decoded cache goes (default <root>/.decoded)")
+    parser.add_argument("--cache", default=None, help="where the decoded cache is built (in a new folder, deleted "
+                        "at the end; default: the system's temporary folder)")
     parser.add_argument("--save", metavar="FILE.md", help="also write the output here, headed by the command")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -186,8 +211,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     torch.set_num_threads(max(1, available_cores()))
 
     train = _dataset(root, args)
+    cache_root = Path(tempfile.mkdtemp(prefix="decoded-", dir=args.cache))  # a fresh cache: its build is timed
     start = time.perf_counter()
-    cached = decode_once(train, args.cache or root / ".decoded", num_workers=max(workers))
+    cached = decode_once(train, cache_root, num_workers=max(workers))
     build = time.perf_counter() - start
     cache_mb = cached.decoded.nbytes / 2**20  # type: ignore[union-attr]
 
@@ -201,19 +227,28 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
         f"{cache_mb:.1f} MiB ({cache_mb * 2**20 / len(train) / 1024:.0f} KiB per image, uint8, shorter side "
         f"{train.transform.transforms[0].size})",
         "",
-        "Training pipeline (decode, Resize, RandomCrop, RandomHorizontalFlip, ToTensor, Normalize), images/s:",
-        "| workers | JPEG files | decoded cache | cache speed-up | files, per worker |",
+        "Training pipeline (decode, Resize, RandomCrop, RandomHorizontalFlip, ToTensor, Normalize), images/s "
+        "through the DataLoader (wall clock: slowed by whatever else runs on the machine):",
+        "| workers | JPEG files | decoded cache | cache speed-up | main-process CPU ms per image, files / cache |",
         "|---|---|---|---|---|",
     ]
     files = loading_rates(train, workers, args.batch, args.epochs)
     decoded = loading_rates(cached, workers, args.batch, args.epochs)
     for n in workers:
-        per = f"{files[n] / n:.0f}" if n else ""
-        lines.append(f"| {n} | {files[n]:.0f} | {decoded[n]:.0f} | {decoded[n] / files[n]:.2f}x | {per} |")
+        lines.append(f"| {n} | {files[n][0]:.0f} | {decoded[n][0]:.0f} | {decoded[n][0] / files[n][0]:.2f}x | "
+                     f"{files[n][1]:.2f} / {decoded[n][1]:.2f} |")
+    files_ms, cached_ms = cpu_ms_per_image(train), cpu_ms_per_image(cached)
+    one, one_cached = 1000 / files_ms, 1000 / cached_ms
+    lines += [
+        "",
+        "CPU time of one item on one thread (thread CPU time: the machine's load does not count), what one worker "
+        "on an idle core does:",
+        "| source | CPU ms per image | images/s per worker |",
+        "|---|---|---|",
+        f"| JPEG files | {files_ms:.2f} | {one:.0f} |",
+        f"| decoded cache | {cached_ms:.2f} | {one_cached:.0f} |",
+    ]
     print("\n".join(lines), flush=True)
-
-    one = files.get(1, files[min(workers)])
-    one_cached = decoded.get(1, decoded[min(workers)])
     gpu = GPU_REFERENCE["images_per_s"]
     out = [""]
     ratio: Optional[float] = None
@@ -229,7 +264,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
             "| 1.00x |",
             f"| tangent, start_at='layer1' (Adam on δ) | {times['tangent']:.2f} | "
             f"{args.step_batch / times['tangent']:.1f} | {ratio:.2f}x |",
-            f"One worker ({one:.0f} images/s from files) against this CPU's tangent step "
+            f"One worker ({one:.0f} images/s from files, CPU time) against this CPU's tangent step "
             f"({args.step_batch / times['tangent']:.1f} images/s): on CPU the step, not the loading, is the bottleneck "
             f"when {one:.0f} > {args.step_batch / times['tangent']:.1f}.",
             "",
@@ -249,9 +284,12 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
             f"{one:.0f} ≈ {workers_needed(tangent_gpu, one):.1f} | {tangent_gpu:.0f} ÷ {one_cached:.0f} ≈ "
             f"{workers_needed(tangent_gpu, one_cached):.1f} |"
         )
-    out.append("(images/s per worker: the one-worker rate above; workers beyond the machine's cores add nothing.)")
+    out.append("(images/s per worker: from the CPU time per image above. Each worker needs a core of its own, and the "
+               "main process also spends time receiving the batches (float32, 0.6 MB an image at 224 px); workers "
+               "beyond the cores add nothing.)")
     print("\n".join(out), flush=True)
     lines += out
+    shutil.rmtree(cache_root, ignore_errors=True)
     if args.save:
         header = [
             f"<!-- written by: python -m benchmarks.pipeline {' '.join(argv)} -->",
