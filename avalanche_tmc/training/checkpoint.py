@@ -73,6 +73,14 @@ class CheckpointError(ValueError):
     strategy type or mode, architecture or pre-trained weights. The strategy is unchanged."""
 
 
+def _shown(path: Any) -> str:
+    """A file name (or a message quoting one) as errors print it, control characters escaped
+    (:func:`avalanche_tmc.files.component._shown`, the one helper)."""
+    from ..files.component import _shown as shown
+
+    return shown(path)
+
+
 def enable_dill_checkpoints() -> None:
     """Make ``torch.optim``'s loaded submodules attributes again so that ``dill`` pickles
     the optimizer classes by reference (idempotent; see the module docstring)."""
@@ -86,7 +94,9 @@ def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
     """What a checkpoint must share with the strategy it is loaded into: the strategy type,
     its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
     and, for a :class:`~avalanche_tmc.composition.learner.ComposableLearner`, the hash of the fixed
-    base weights and buffers (the pre-trained point its components belong to)."""
+    base weights and buffers (the pre-trained point its components belong to) and, for a
+    tangent model, the hash of its linearized parameters (names and shapes: TMC-FC
+    linearizes the head only, TMC every parameter)."""
     from ..composition.additive import tensors_sha256
     from ..composition.learner import ComposableLearner
 
@@ -100,15 +110,24 @@ def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
     if composable:
         identity.update(mode=strategy.component_settings().get("mode"), payload=strategy.payload,
                         base=tensors_sha256(net.state_dict()))
+    shapes = getattr(getattr(strategy, "model", None), "delta_shapes", None)
+    if composable and callable(shapes):
+        linearized = "\n".join(f"{n}:{tuple(s)}" for n, s in shapes().items())
+        identity["linearized"] = hashlib.sha256(linearized.encode()).hexdigest()
     return identity
 
 
 _LABELS = dict(strategy="strategy type", mode="mode", payload="kind of components", architecture="architecture",
-               base="pre-trained weights or BatchNorm statistics")
+               base="pre-trained weights or BatchNorm statistics",
+               linearized="linearized parameters (TMC-FC linearizes the head only, TMC every parameter)")
+_RECORDED_SINCE = ("linearized",)  # not in files written before: those are checked by their tensors' names and shapes
 
 
 def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str) -> None:
+    path = _shown(path)
     for name, label in _LABELS.items():
+        if name in _RECORDED_SINCE and name not in found:
+            continue
         if found.get(name) != expected.get(name):
             shown = [str(v)[:16] for v in (found.get(name), expected.get(name))]
             raise CheckpointError(
@@ -158,8 +177,8 @@ def maybe_load_checkpoint(strategy: Any, path: str, map_location: Any = None) ->
     if not os.path.exists(path):
         return strategy, 0
     if not os.path.isfile(path):
-        raise CheckpointError(f"{path}: not a regular file (a FIFO, a device or a directory). The strategy was left "
-                              "as it was.")
+        raise CheckpointError(f"{_shown(path)}: not a regular file (a FIFO, a device or a directory). The strategy "
+                              "was left as it was.")
     enable_dill_checkpoints()
     expected = checkpoint_identity(strategy)
     before = dict(strategy.__dict__)
@@ -172,8 +191,9 @@ def maybe_load_checkpoint(strategy: Any, path: str, map_location: Any = None) ->
         strategy, first = avalanche_load(strategy, path, map_location=map_location)
     except Exception as error:  # noqa: BLE001  (whatever a broken pickle raises)
         put_back()
-        raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(error).__name__}: {error}); truncated, "
-                              "or not written by save_checkpoint. The strategy was left as it was.") from None
+        raise CheckpointError(f"{_shown(path)}: cannot be read as a checkpoint ({type(error).__name__}: "
+                              f"{_shown(error)}); truncated, or not written by save_checkpoint. The strategy was left "
+                              "as it was.") from None
     try:
         # the loaded state says what it is; the strategy type is the one save_checkpoint recorded
         found = dict(checkpoint_identity(strategy), strategy=(strategy.__dict__.get("checkpoint_identity") or {}).get(
@@ -236,9 +256,16 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
     same way, nothing learned yet) without unpickling anything; returns the keys
     (experience ids) it holds.
 
-    :raises CheckpointError: an unreadable, edited or unsigned (with a key) file, or one of
-        another strategy type, mode, architecture or base weights, or a strategy that has
-        already learned something. The strategy is then unchanged.
+    Everything is checked before the strategy changes: the file (readable, its integrity
+    hash, its signature with a key), its identity (strategy type, mode, architecture, base
+    weights, linearized parameters), its members (keys, weights, checksums, classes) and
+    its tensors (the names and shapes the strategy's model has, one set per kept member);
+    the state is then put in place in one step, undone if the strategy refuses it.
+
+    :raises CheckpointError: an unreadable, edited, malformed or unsigned (with a key) file,
+        or one of another strategy type, mode, architecture, base weights or linearized
+        parameters, or a strategy that has already learned something. The strategy is then
+        unchanged.
     """
     import hmac
 
@@ -251,6 +278,7 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
     from ..files.signing import _metadata_sha256, _signature, resolve_key
 
     key = resolve_key(key)
+    shown = _shown(path)
     try:
         f, _ = _read_regular_file(path)
         with f:
@@ -259,39 +287,125 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
         metadata = json.loads(data[8:8 + length])["__metadata__"]
         tensors = load(data)
     except (OSError, ValueError, KeyError, TypeError, RecursionError, SafetensorError, ComponentFileError) as error:
-        raise CheckpointError(f"{path}: cannot be read as a learned-state file ({type(error).__name__}: {error}).") \
-            from None
+        raise CheckpointError(f"{shown}: cannot be read as a learned-state file ({type(error).__name__}: "
+                              f"{_shown(error)}).") from None
     if not isinstance(metadata, dict) or metadata.get("format") != LEARNED_FORMAT:
-        raise CheckpointError(f"{path}: not a learned-state file of avalanche-tmc (save_learned writes them).")
+        raise CheckpointError(f"{shown}: not a learned-state file of avalanche-tmc (save_learned writes them).")
     if metadata.get("file_sha256") != _metadata_sha256(metadata) or content_sha256(tensors) != metadata.get(
             "content_sha256"):
-        raise CheckpointError(f"{path}: its content does not match its integrity hash (corrupted or edited).")
+        raise CheckpointError(f"{shown}: its content does not match its integrity hash (corrupted or edited).")
     if key is not None and not hmac.compare_digest(str(metadata.get("hmac_sha256")),
                                                    _signature(key, metadata["file_sha256"])):
-        raise CheckpointError(f"{path}: not signed with the given key.")
+        raise CheckpointError(f"{shown}: not signed with the given key.")
     try:
         identity, members = json.loads(metadata["identity"]), json.loads(metadata["members"])
         keep = json.loads(metadata["keep_components"])
-    except (KeyError, ValueError, RecursionError):
-        raise CheckpointError(f"{path}: its metadata are malformed.") from None
+    except (KeyError, TypeError, ValueError, RecursionError):
+        raise CheckpointError(f"{shown}: its metadata are malformed.") from None
+    if not isinstance(identity, dict) or not isinstance(keep, bool):
+        raise CheckpointError(f"{shown}: its metadata are malformed (identity or keep_components).")
     _check_identity(identity, checkpoint_identity(strategy), path)
     learned = strategy.learned()
     if len(learned):
-        raise CheckpointError(f"{path}: the strategy has already learned {learned.keys}; load into a fresh one.")
+        raise CheckpointError(f"{shown}: the strategy has already learned {learned.keys}; load into a fresh one.")
     if keep != learned.keep_components:
-        raise CheckpointError(f"{path}: written with keep_components={keep}, the strategy has "
+        raise CheckpointError(f"{shown}: written with keep_components={keep}, the strategy has "
                               f"keep_components={learned.keep_components}.")
+    _check_learned_members(members, shown)
+    total, parts = _learned_tensors(tensors, members, keep, strategy, shown)
     if members:
-        tensors = OrderedDict((n, t.to(learner_device(strategy))) for n, t in tensors.items())  # read on the CPU
-        total = OrderedDict((n[len("sum/"):], t) for n, t in tensors.items() if n.startswith("sum/"))
-        parts: Dict[Any, Dict[str, torch.Tensor]] = {}
-        for name, tensor in tensors.items():
-            if name.startswith("member/"):
-                _, index, inner = name.split("/", 2)
-                parts.setdefault(members[int(index)]["key"], OrderedDict())[inner] = tensor
+        device = learner_device(strategy)  # read on the CPU, put where the strategy learns
+        total = OrderedDict((n, t.to(device)) for n, t in total.items())
+        parts = {k: OrderedDict((n, t.to(device)) for n, t in p.items()) for k, p in parts.items()}
         fresh = learned.empty_like()
-        fresh.merge(OrderedDict((m["key"], m["weight"]) for m in members), total, parts if keep else None,
-                    {m["key"]: m["checksum"] for m in members})
-        strategy.replace_learned(fresh)
-        strategy.installed({m["key"]: {int(t): c for t, c in m["classes"].items()} for m in members})
+        try:
+            fresh.merge(OrderedDict((m["key"], m["weight"]) for m in members), total, parts if keep else None,
+                        {m["key"]: m["checksum"] for m in members})
+        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+            raise CheckpointError(f"{shown}: its tensors do not make a composition ({_shown(error)}). The strategy "
+                                  "was left as it was.") from None
+        state = strategy.snapshot_state() if hasattr(strategy, "snapshot_state") else None
+        try:
+            strategy.replace_learned(fresh)
+            strategy.installed({m["key"]: {int(t): c for t, c in m["classes"].items()} for m in members})
+        except Exception as error:  # noqa: BLE001  (whatever the strategy refuses: undone, then one error)
+            if state is not None:
+                strategy.restore_state(state)
+            else:
+                strategy.replace_learned(learned)
+            raise CheckpointError(f"{shown}: the strategy refuses its learned state ({type(error).__name__}: "
+                                  f"{_shown(error)}). The strategy was left as it was.") from None
     return [m["key"] for m in members]
+
+
+def _check_learned_members(members: Any, shown: str) -> None:
+    """A learned-state file's members: a list of {key (an int or a string, once each), weight
+    (positive, finite), checksum (a SHA-256), classes (task label -> list of integers)}."""
+    import math
+    import re
+
+    if not isinstance(members, list):
+        raise CheckpointError(f"{shown}: its members are not a list.")
+    seen = set()
+    for member in members:
+        if not isinstance(member, dict) or not {"key", "weight", "checksum", "classes"} <= set(member):
+            raise CheckpointError(f"{shown}: a member entry lacks key, weight, checksum or classes.")
+        key, weight, checksum, classes = member["key"], member["weight"], member["checksum"], member["classes"]
+        if type(key) not in (int, str) or key in seen:
+            raise CheckpointError(f"{shown}: member key {_shown(repr(key))} is not an integer or a string, or is "
+                                  "listed twice.")
+        seen.add(key)
+        if type(weight) not in (int, float) or not 0 < weight < math.inf:
+            raise CheckpointError(f"{shown}: member {_shown(repr(key))} has weight {_shown(repr(weight))}, not a "
+                                  "positive finite number.")
+        if not isinstance(checksum, str) or not re.fullmatch(r"[0-9a-f]{64}", checksum):
+            raise CheckpointError(f"{shown}: member {_shown(repr(key))}'s checksum is not a SHA-256.")
+        if not isinstance(classes, dict) or not all(
+                isinstance(t, str) and re.fullmatch(r"-?[0-9]{1,9}", t) and isinstance(c, list)
+                and all(type(x) is int for x in c) for t, c in classes.items()):
+            raise CheckpointError(f"{shown}: member {_shown(repr(key))}'s classes are not task label -> list of "
+                                  "integers.")
+
+
+_Tensors = "OrderedDict[str, torch.Tensor]"
+
+
+def _learned_tensors(tensors: Dict[str, "torch.Tensor"], members: List[Dict[str, Any]], keep: bool, strategy: Any,
+                     shown: str) -> Tuple[_Tensors, Dict[Any, _Tensors]]:
+    """(sum, key -> kept member's tensors) of a learned-state file, checked: ``sum/NAME`` and
+    ``member/INDEX/NAME`` only, an index per member, each set of the names, shapes and
+    dtypes the strategy's model has (its base, as component files are checked)."""
+    from ..files.bases import model_reference
+    from ..files.component import ComponentFileError
+    from ..files.header import _TORCH_DTYPES, _expected_layout
+
+    total: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    indexed: Dict[int, "OrderedDict[str, torch.Tensor]"] = {}
+    for name, tensor in tensors.items():
+        kind, _, rest = name.partition("/")
+        index, _, inner = rest.partition("/")
+        if kind == "sum" and rest:
+            total[rest] = tensor
+        elif kind == "member" and inner and index.isdigit() and int(index) < len(members) and keep:
+            indexed.setdefault(int(index), OrderedDict())[inner] = tensor
+        else:
+            raise CheckpointError(f"{shown}: tensor {_shown(repr(name))} is not a sum or a member of its "
+                                  f"{len(members)} (with keep_components={keep}).")
+    if not members:
+        if tensors:
+            raise CheckpointError(f"{shown}: it holds tensors but no member.")
+        return total, {}
+    if keep and sorted(indexed) != list(range(len(members))):
+        raise CheckpointError(f"{shown}: it keeps its components, but not one set of tensors per member.")
+    reference = model_reference(strategy.model).base
+    for what, part in [("the sum", total)] + [(f"member {_shown(repr(members[i]['key']))}", indexed[i])
+                                              for i in sorted(indexed)]:
+        layout = {n: (_TORCH_DTYPES.get(str(t.dtype).replace("torch.", ""), str(t.dtype)), list(t.shape))
+                  for n, t in part.items()}
+        try:
+            _expected_layout(reference, strategy.payload, layout, "")
+        except ComponentFileError as error:
+            why = str(error).split(": ", 2)[-1].rsplit(". Nothing was loaded.", 1)[0]
+            raise CheckpointError(f"{shown}: {what} does not fit the strategy's model: {why}. The strategy was left "
+                                  "as it was.") from None
+    return total, {members[i]["key"]: part for i, part in indexed.items()}

@@ -231,3 +231,80 @@ def test_failed_checkpoint_keeps_the_previous_file(tmp_path):
         save_checkpoint(strategy, str(path))
     assert path.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pkl"]
+
+
+def _unchanged(strategy) -> bool:
+    """Nothing learned, no classes recorded, and the model's δ still zero."""
+    return (len(strategy.learned()) == 0 and not strategy.learned_classes()
+            and all(not t.any() for t in strategy.model.delta.values()))
+
+
+def test_a_head_only_file_into_a_full_strategy_is_a_checkpoint_error(bm, tmp_path):
+    """Issue 30, case 18: load_learned of a TMC-FC (head-only) file into a full TMC strategy raised ValueError and
+    left the strategy claiming experiences [0, 1] (train refused, eval raised)."""
+    def strategy(linearize):
+        torch.manual_seed(0)
+        model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES, linearize=linearize)
+        return TMCStrategy(model=model, train_mb_size=8, evaluator=quiet_evaluator())
+
+    path = save_learned(_train(strategy("head"), bm.train_stream[:2]), str(tmp_path / "fc.safetensors"))
+    full = strategy("all")
+    with pytest.raises(CheckpointError, match="linearized parameters"):
+        load_learned(full, path)
+    assert _unchanged(full)
+    _train(full, bm.train_stream[:1])  # and it trains as a fresh one
+    assert load_learned(strategy("head"), path) == [0, 1]
+
+
+def _recrafted(path, out, edit_members=None, edit_tensors=None):
+    """``path`` (a learned-state file) with its members and/or tensors edited and every hash recomputed."""
+    import json
+
+    from safetensors.torch import load, save
+
+    from avalanche_tmc.files import content_sha256
+    from avalanche_tmc.files.signing import _metadata_sha256
+
+    data = Path(path).read_bytes()
+    metadata = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    tensors = load(data)
+    if edit_members is not None:
+        metadata["members"] = json.dumps(edit_members(json.loads(metadata["members"])))
+    if edit_tensors is not None:
+        tensors = edit_tensors(dict(tensors))
+    metadata["content_sha256"] = content_sha256(tensors)
+    metadata["file_sha256"] = _metadata_sha256(metadata)
+    Path(out).write_bytes(save(tensors, metadata=metadata))
+    return str(out)
+
+
+def _reshaped(tensors):
+    name = next(n for n in tensors if n.startswith("sum/"))
+    return {**tensors, name: torch.zeros(7, 3)}
+
+
+def _renamed(tensors, old="member/1/", new="member/9/"):
+    return {(new + n[len(old):] if n.startswith(old) else n): t for n, t in tensors.items()}
+
+
+@pytest.mark.parametrize("what, members, tensors", [
+    ("a tensor of another shape", None, _reshaped),
+    ("a member index out of range", None, _renamed),
+    ("a member tensor missing", None, lambda t: {n: v for n, v in t.items() if not n.startswith("member/1/")}),
+    ("members not a list", lambda m: {"0": m[0]}, None),
+    ("a member without a key", lambda m: [{k: v for k, v in m[0].items() if k != "key"}, m[1]], None),
+    ("a member key twice", lambda m: [m[0], dict(m[1], key=m[0]["key"])], None),
+    ("a negative weight", lambda m: [dict(m[0], weight=-1.0), m[1]], None),
+    ("classes not integers", lambda m: [dict(m[0], classes={"0": ["x"]}), m[1]], None),
+    ("a checksum not a hash", lambda m: [dict(m[0], checksum=None), m[1]], None),
+    ("a member dropped", lambda m: m[:1], None),
+])
+def test_crafted_learned_state_files_are_checkpoint_errors(bm, tmp_path, what, members, tensors):
+    """Issue 30, case 19: crafted learned-state files (hashes recomputed) raised ValueError with the strategy changed,
+    IndexError or KeyError. Every one is a CheckpointError and the strategy is unchanged."""
+    path = save_learned(_train(_strategy(), bm.train_stream[:2]), str(tmp_path / "learned.safetensors"))
+    crafted = _recrafted(path, tmp_path / "crafted.safetensors", members, tensors)
+    strategy = _strategy()
+    with pytest.raises(CheckpointError):
+        load_learned(strategy, crafted)
+    assert _unchanged(strategy), what
