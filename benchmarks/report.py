@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import csv
 import io
+import json
 import math
 import os
 import re
@@ -56,7 +57,7 @@ __all__ = [
     "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
     "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
     "generated_block", "variance_table", "update_readme", "timing_table", "main", "ReportFileError",
-    "find_generated_blocks",
+    "find_generated_blocks", "incomplete_note",
 ]
 
 Row = Mapping[str, object]
@@ -424,14 +425,23 @@ def timing_table(rows: Sequence[Row]) -> str:
             + "\n".join(lines) + "\n")
 
 
-def write_markdown(rows: Sequence[Row], path: PathLike) -> Path:
-    """Write :func:`markdown_table` to ``path``."""
+def incomplete_note(missing: Sequence[str]) -> str:
+    """The line that heads the report of an unfinished invocation: the planned runs it lacks."""
+    return (f"**Incomplete: {len(missing)} planned run(s) missing: {', '.join(missing)}.** Their results are in "
+            "neither this report nor results.csv (the runner was stopped or is still going; the same command "
+            "resumes it; status.json lists the runs).\n")
+
+
+def write_markdown(rows: Sequence[Row], path: PathLike, missing: Sequence[str] = ()) -> Path:
+    """Write :func:`markdown_table` (with the verdicts, regime and timing tables) to
+    ``path``, headed by :func:`incomplete_note` when planned runs are ``missing``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     regimes = regime_tables(rows)
     verdicts = verdict_table(rows, run_label)
     with atomic_path(path) as tmp:
-        tmp.write_text(markdown_table(rows) + ("\n" + verdicts if verdicts else "")
+        tmp.write_text((incomplete_note(missing) + "\n" if missing else "")
+                       + markdown_table(rows) + ("\n" + verdicts if verdicts else "")
                        + ("\n" + regimes if regimes else "") + "\n" + timing_table(rows), encoding="utf-8")
     return path
 
@@ -618,16 +628,18 @@ def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
 # -------------------------------------------------------------------------- report
 
 
-def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True) -> Dict[str, Path]:
+def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True,
+                 missing: Sequence[str] = ()) -> Dict[str, Path]:
     """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves.png
     regimes.png (when a dataset was run in several regimes) and components_<method>.png
     for every method with component rows; return the paths keyed ``csv``, ``markdown``,
-    ``curves``, ``regimes``, ``components_<method>``."""
+    ``curves``, ``regimes``, ``components_<method>``. ``missing``: the planned runs not
+    finished yet (the runner's :mod:`benchmarks.outdir`), named at the top of results.md."""
     out = Path(out_dir)
     paths: Dict[str, Optional[Path]] = {}
     if include_csv:
         paths["csv"] = write_csv(rows, out / "results.csv")
-    paths["markdown"] = write_markdown(rows, out / "results.md")
+    paths["markdown"] = write_markdown(rows, out / "results.md", missing)
     paths["curves"] = plot_accuracy_curves(rows, out / "accuracy_curves.png")
     paths["regimes"] = plot_regimes(rows, out / "regimes.png")
     for method in component_methods(rows):
@@ -807,6 +819,21 @@ def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = Fal
     return False
 
 
+def _missing_runs(folder: Path) -> List[str]:
+    """The planned runs the runner's ``status.json`` in ``folder`` lists as missing (none without one)."""
+    try:
+        with (folder / "status.json").open(encoding="utf-8") as f:
+            status = json.load(f)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as error:
+        raise ReportFileError(f"{folder / 'status.json'} is unreadable ({error}): restore it or remove it.") from None
+    missing = status.get("missing", []) if isinstance(status, dict) else None
+    if not isinstance(missing, list):
+        raise ReportFileError(f"{folder / 'status.json'}: 'missing' is not a list of runs: restore it or remove it.")
+    return [str(m) for m in missing]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """``python -m benchmarks.report CSV [--readme README.md]``: re-make the table and
     plots next to ``CSV`` (and the Markdown file's blocks generated from it)."""
@@ -821,7 +848,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
         paths: Dict[str, Path] = {}
         if _header(args.csv).startswith("dataset,scenario,tasks,backbone"):  # a results file
             rows = read_csv(args.csv)
-            paths = write_report(rows, args.csv.parent, include_csv=False)
+            paths = write_report(rows, args.csv.parent, include_csv=False, missing=_missing_runs(args.csv.parent))
         print(block)
         for key, path in paths.items():
             print(f"{key}: {path}")

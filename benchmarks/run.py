@@ -713,17 +713,23 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     start = time.time()
     rows: List[Dict[str, Any]] = []
     trials: List[Dict[str, Any]] = []
-    for run in runs:
-        run_rows, run_trials = run_one(run, options, out_dir)
-        rows, trials = rows + run_rows, trials + run_trials
-        report.write_report(rows, out_dir)  # keep what is done if a later run fails
-        if trials:
-            report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
-    paths = report.write_report(rows, out_dir)
-    # The run is complete: its results are in results.csv. Progress files only serve to
-    # resume an interrupted run; kept, they would hand a later re-run (after a code
-    # change, say) stale results for the same settings.
-    shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
+    from benchmarks import outdir  # the folder's lock, settings and status
+
+    with outdir.claim(out_dir, runs, options) as folder:  # one invocation at a time, its settings only
+        for name, run in zip(folder.planned, runs):
+            run_rows, run_trials = run_one(run, options, out_dir)
+            rows, trials = rows + run_rows, trials + run_trials
+            folder.finished(name)
+            # keep what is done if a later run fails; results.md and status.json name the runs still missing
+            report.write_report(rows, out_dir, missing=folder.missing)
+            if trials:
+                report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
+        paths = report.write_report(rows, out_dir)
+        folder.complete()
+        # The run is complete: its results are in results.csv. Progress files only serve to
+        # resume an interrupted run; kept, they would hand a later re-run (after a code
+        # change, say) stale results for the same settings.
+        shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
     print("\n" + report.markdown_table(rows))
     print(f"\nTotal time {time.time() - start:.0f}s, {options.jobs} job(s) x {options.threads} thread(s) "
           f"({options.device}). Written: {', '.join(str(p) for p in paths.values())}")
