@@ -256,7 +256,7 @@ def test_a_head_only_file_into_a_full_strategy_is_a_checkpoint_error(bm, tmp_pat
     assert load_learned(strategy("head"), path) == [0, 1]
 
 
-def _recrafted(path, out, edit_members=None, edit_tensors=None):
+def _recrafted(path, out, edit_members=None, edit_tensors=None, edit_identity=None):
     """``path`` (a learned-state file) with its members and/or tensors edited and every hash recomputed."""
     import json
 
@@ -272,6 +272,8 @@ def _recrafted(path, out, edit_members=None, edit_tensors=None):
         metadata["members"] = json.dumps(edit_members(json.loads(metadata["members"])))
     if edit_tensors is not None:
         tensors = edit_tensors(dict(tensors))
+    if edit_identity is not None:
+        metadata["identity"] = json.dumps(edit_identity(json.loads(metadata["identity"])))
     metadata["content_sha256"] = content_sha256(tensors)
     metadata["file_sha256"] = _metadata_sha256(metadata)
     Path(out).write_bytes(save(tensors, metadata=metadata))
@@ -308,3 +310,16 @@ def test_crafted_learned_state_files_are_checkpoint_errors(bm, tmp_path, what, m
     with pytest.raises(CheckpointError):
         load_learned(strategy, crafted)
     assert _unchanged(strategy), what
+
+
+def test_learned_state_files_written_before_the_linearized_hash_still_load(bm, tmp_path):
+    """Files written before checkpoint_identity recorded the linearized parameters load as before (their
+    tensors are checked against the model instead)."""
+    trained = _train(_strategy(), bm.train_stream[:1])
+    path = save_learned(trained, str(tmp_path / "learned.safetensors"))
+    old = _recrafted(path, tmp_path / "old.safetensors",
+                     edit_identity=lambda identity: {k: v for k, v in identity.items() if k != "linearized"})
+    assert "linearized" not in Path(old).read_bytes().decode("latin-1")
+    resumed = _strategy()
+    assert load_learned(resumed, old) == [0]
+    assert all(torch.equal(resumed.composed_delta[n], t) for n, t in trained.composed_delta.items())
