@@ -133,6 +133,7 @@ class Options:
     workers: int = 0  # DataLoader worker processes for image datasets (0: the main process)
     amp: Optional[str] = None  # "bf16" or "fp16": forwards under torch.autocast (AutocastPlugin)
     progress: Optional[bool] = None  # a line per epoch with images/s and an ETA (None: for image runs)
+    decoded_cache: bool = False  # image folders: decode and resize each file once (benchmarks.loading.decode_once)
 
 
 def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,

@@ -38,15 +38,19 @@ def weights(tmp_path_factory):
 
 
 @pytest.mark.integration
-def test_a_paper_preset_runs_the_authors_recipe_on_a_generated_folder(folder, weights, tmp_path, capsys):
+def test_a_paper_preset_runs_the_authors_recipe_on_a_generated_folder(folder, weights, tmp_path, capsys,
+                                                                       monkeypatch):
+    monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path / "cache"))  # the decoded images
     out = tmp_path / "out"
     rows = run.main(["--preset", "c-caltech256-5", "--data-root", str(folder), "--weights", str(weights), *SMALL,
                      "--methods", "tmc,tme,joint-tangent", "--data-option", "train_per_class=5", "--workers", "2",
-                     "--out", str(out)])
+                     "--decoded-cache", "--out", str(out)])
     printed = capsys.readouterr().out
     assert "TME: its own components, beta 5.0" in printed and "linearized from after-stem" in printed
-    assert "decay on delta 1e-05 (norm)" in printed and "authors transforms" in printed and "2 loader workers" in printed
+    assert "decay on delta 1e-05 (norm)" in printed and "authors transforms" in printed
+    assert "2 loader workers" in printed
     assert "img/s" in printed and "ETA" in printed  # the progress line of every epoch
+    assert len(list((tmp_path / "cache" / "decoded").iterdir())) == 2  # train and test, decoded once
     final = {r["method"]: r["accuracy"] for r in rows
              if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 5}
     assert set(final) == {"tmc", "tme", "joint-tangent"} and all(0 <= a <= 1 for a in final.values())
@@ -64,6 +68,7 @@ def test_a_paper_preset_runs_the_authors_recipe_on_a_generated_folder(folder, we
     (["--dataset", "digits", "--transforms", "authors", "--freeze-until", "blocks.6"], "caches the frozen trunk"),
     (["--dataset", "digits", "--jobs", "64", "--threads", "64"], "threads on"),
     (["--dataset", "digits", "--methods", "tmc,nonsense"], "Unknown method"),
+    (["--dataset", "digits", "--decoded-cache"], "drop --decoded-cache"),
     (["--dataset", "digits", "--backbone", "nonsense-net"], "unknown backbone"),
     (["--preset", "no-such-preset"], "Unknown preset"),
 ])
