@@ -182,8 +182,19 @@ def test_parallel_example_under_torchrun(clean_env, tmp_path):
 def test_checkpoint_round_trip(clean_env, tmp_path):
     python, env = clean_env
     work = _in_empty_dir(tmp_path, "checkpoint")
-    (work / "resume.py").write_text(readme_python("maybe_load_checkpoint"), encoding="utf-8")
+    (work / "resume.py").write_text(readme_python("load_learned"), encoding="utf-8")  # no pickle (issue 30, case 2)
     assert "resumed == uninterrupted" in _run([str(python), "resume.py"], cwd=work, env=env).stdout
+
+
+def test_the_documented_resume_unpickles_nothing():
+    """Issue 30, case 2: a crafted dill checkpoint runs code on maybe_load_checkpoint, so no
+    example resumes with it: the docs' and examples' code uses save_learned/load_learned,
+    and the pickling functions are named in prose only, next to their warning."""
+    code = [b.code for b in python_blocks(README)] + [p.read_text(encoding="utf-8")
+                                                       for p in (ROOT / "examples").glob("*.py")]
+    assert not [c for c in code if "maybe_load_checkpoint" in c or "save_checkpoint" in c]
+    assert "load_learned(strategy, STATE)" in readme_python("load_learned")
+    assert "loading a crafted checkpoint runs whatever code it holds" in README
 
 
 def test_factory_template(clean_env, tmp_path):
