@@ -160,7 +160,6 @@ class StatisticsComposition(AdditiveComposition):
 
     noun = "statistics"
     argument = "statistics"
-    forget_rtol, forget_atol = 1e-7, 1e-9
 
     def __init__(self, keep_components: bool = True):
         super().__init__(keep_components=keep_components, scaled=False)
