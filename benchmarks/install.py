@@ -5,9 +5,12 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
-__all__ = ["PIP", "MissingPackageError", "require", "package_dir", "package_version"]
+__all__ = ["PIP", "BENCHMARK_EXTRAS", "MissingPackageError", "require", "package_dir", "package_version"]
 
-PIP = ".venv/bin/pip install -c constraints.txt"
+# Run from the checkout (the runner is not installed with the library): the constraints file
+# keeps pip from replacing the CPU torch with a CUDA build. ``make`` users' .venv/bin/pip works too.
+PIP = "python -m pip install -c constraints.txt"
+BENCHMARK_EXTRAS = "python -m pip install -c constraints.txt '.[benchmarks]'"
 
 
 class MissingPackageError(ImportError):
@@ -17,7 +20,8 @@ class MissingPackageError(ImportError):
 def require(module: str, install: str, what: str) -> None:
     """Raise MissingPackageError naming ``install`` if ``module`` is not importable."""
     if importlib.util.find_spec(module) is None:
-        raise MissingPackageError(f"{what} needs the Python package `{module}`: run `{install}`")
+        raise MissingPackageError(f"{what} needs the Python package `{module}`: run `{install}` in the checkout "
+                                  f"(or `{BENCHMARK_EXTRAS}` for everything the runner uses)")
 
 
 def package_dir(module: str, install: str) -> Path:

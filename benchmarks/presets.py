@@ -90,7 +90,7 @@ _FULL_METHODS = {
 def _main_runs(methods: Dict[str, str]) -> List[dict]:
     return [
         _main_run("class", dataset="mnist_like_30", beta=25.0,
-                  data_options={"per_class_train": 60, "per_class_test": 20}, methods=methods["class"]),
+                  data_options={"train_per_class": 60, "test_per_class": 20}, methods=methods["class"]),
         _main_run("data", dataset="emoji_styles", beta=5.0, data_options={"categories": 8, "limit_per_category": 60},
                   methods=methods["data"]),
     ]
@@ -120,7 +120,7 @@ PRESETS: Dict[str, List[dict]] = {
 # several hours on 2 cores; ``offline-tuning`` runs its main regime.
 REGIMES = ("classifier", "blocks.6", "blocks.4", "blocks.0")
 _STUDY_DATA = {
-    "class": dict(dataset="mnist_like_30", beta=25.0, data_options={"per_class_train": 60, "per_class_test": 20},
+    "class": dict(dataset="mnist_like_30", beta=25.0, data_options={"train_per_class": 60, "test_per_class": 20},
                   methods="tmc,tme,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),
     "data": dict(dataset="emoji_styles", beta=5.0, data_options={"categories": 8, "limit_per_category": 60},
                  methods="tmc,tme,tmc-seq,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),

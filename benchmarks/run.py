@@ -150,7 +150,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--dataset")
     p.add_argument("--data-root", default=None, help="folder holding the dataset (Caltech-256, MIT-67, ...)")
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="dataset loader option, e.g. per_class_train=100 (repeatable)")
+                   help="dataset loader option, e.g. train_per_class=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
     p.add_argument("--tasks", type=_positive_int)
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")

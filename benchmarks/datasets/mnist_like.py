@@ -212,8 +212,8 @@ def _tensor_pair(
     image_size: int,
     normalization: Normalization,
     cache: bool,
-    per_class_train: Optional[int],
-    per_class_test: Optional[int],
+    train_per_class: Optional[int],
+    test_per_class: Optional[int],
     seed: int,
 ) -> TensorPair:
     """Build (or fetch from cache) the resized tensors of a dataset and wrap them."""
@@ -232,14 +232,14 @@ def _tensor_pair(
     data = cached_tensors(key, build, cache)
     train = ImageTensorDataset(data["train_images"], data["train_targets"], data["classes"], normalization)
     test = ImageTensorDataset(data["test_images"], data["test_targets"], data["classes"], normalization)
-    return subsample(train, per_class_train, seed), subsample(test, per_class_test, seed)
+    return subsample(train, train_per_class, seed), subsample(test, test_per_class, seed)
 
 
 def tensor_loader(name: str, source: Source, doc: str) -> Callable[..., TensorPair]:
     """The loader ``load_<name>(data_root=None, image_size=32, normalization="imagenet",
-    per_class_train=None, per_class_test=None, seed=0, cache=True, *, <source options>)``.
+    train_per_class=None, test_per_class=None, seed=0, cache=True, *, <source options>)``.
 
-    ``per_class_train`` / ``per_class_test`` keep a seeded (``seed``) stratified subsample;
+    ``train_per_class`` / ``test_per_class`` keep a seeded (``seed``) stratified subsample;
     the source's own options (e.g. ``test_fraction``, ``split_seed``) are keyword-only and
     part of the loader's signature (which :func:`~benchmarks.datasets.load_dataset` checks).
     """
@@ -248,15 +248,15 @@ def tensor_loader(name: str, source: Source, doc: str) -> Callable[..., TensorPa
         data_root: Optional[Union[str, Path]] = None,
         image_size: int = 32,
         normalization: Normalization = "imagenet",
-        per_class_train: Optional[int] = None,
-        per_class_test: Optional[int] = None,
+        train_per_class: Optional[int] = None,
+        test_per_class: Optional[int] = None,
         seed: int = 0,
         cache: bool = True,
         **options: Any,
     ) -> TensorPair:
         fingerprint, raw = source(data_root, **options)
-        return _tensor_pair(name, fingerprint, raw, image_size, normalization, cache, per_class_train,
-                            per_class_test, seed)
+        return _tensor_pair(name, fingerprint, raw, image_size, normalization, cache, train_per_class,
+                            test_per_class, seed)
 
     own = list(inspect.signature(loader).parameters.values())[:-1]  # without **options
     extra = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
@@ -270,7 +270,7 @@ def tensor_loader(name: str, source: Source, doc: str) -> Callable[..., TensorPa
 load_fashion_mnist = tensor_loader("fashion_mnist", _fashion_source, """Fashion-MNIST, 10 classes, official split
 60,000 / 10,000 (Debian ``dataset-fashion-mnist``).
 
-``per_class_train`` / ``per_class_test`` keep a seeded (``seed``) stratified subsample.""")
+``train_per_class`` / ``test_per_class`` keep a seeded (``seed``) stratified subsample.""")
 load_animal_mnist = tensor_loader("animal_mnist", pooled_source("animal-mnist", _animal_pool, ANIMAL_CLASSES), """\
 Animal-MNIST (PyPI ``animal-mnist``), 10 animal classes x 1,000 silhouettes.
 
@@ -309,19 +309,19 @@ def load_mnist_like_30(
     data_root: Optional[Union[str, Path]] = None,
     image_size: int = 32,
     normalization: Normalization = "imagenet",
-    per_class_train: Optional[int] = None,
-    per_class_test: Optional[int] = None,
+    train_per_class: Optional[int] = None,
+    test_per_class: Optional[int] = None,
     seed: int = 0,
     cache: bool = True,
 ) -> Tuple[ImageTensorDataset, ImageTensorDataset]:
     """Fashion-MNIST (0-9) + Animal-MNIST (10-19) + mnist5k (20-29) as 30 classes.
 
-    ``per_class_train`` / ``per_class_test`` (e.g. 100) keep a seeded stratified
+    ``train_per_class`` / ``test_per_class`` (e.g. 100) keep a seeded stratified
     subsample of every class; without them Fashion-MNIST dominates (60,000 of 72,000).
     """
     pairs = [
         (prefix, loader(data_root=data_root, image_size=image_size, normalization=normalization, seed=seed,
-                        per_class_train=per_class_train, per_class_test=per_class_test, cache=cache))
+                        train_per_class=train_per_class, test_per_class=test_per_class, cache=cache))
         for prefix, loader in MNIST_LIKE_PARTS
     ]
     train = concat_labelled([(prefix, pair[0]) for prefix, pair in pairs], normalization)

