@@ -196,8 +196,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
     p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
                    help="train the experiences of TMC/TME, TMC-FC and the statistics heads in N processes "
-                        "(torch.distributed, gloo); each experience is then seeded by its id, so numbers differ "
-                        "from a sequential run by seed noise")
+                        "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
+                        "however it is trained, so the numbers are the sequential run's (up to float rounding "
+                        "of the composition's sum)")
     recipe = p.add_argument_group(
         "training recipe", "how the paper presets follow the authors' code (docs/paper-benchmarks.md, 'Reproducing "
         "the paper'); every paper preset sets them, the offline presets keep the defaults")
