@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
     from .training.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .training.divergence import DivergenceError
-    from .training.metrics import loss_name
+    from .training.metrics import loss_metrics, loss_name
     from .training.plugins.autocast import AutocastPlugin
     from .training.plugins.composition import CompositionPlugin
     from .training.plugins.delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
     from .training.strategies.analytic import AnalyticHeadStrategy
     from .training.strategies.tangent import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
+    from .training.summary import StreamAccuracies, accuracy_matrix, plot_stream, summary_table
 
 def _lazy_names() -> Dict[str, str]:
     """Public name -> the submodule defining it, read from the ``TYPE_CHECKING`` imports above
@@ -182,4 +183,9 @@ __all__ = [
     "ParallelSetupError",
     "DEFAULT_LR",
     "loss_name",
+    "loss_metrics",
+    "summary_table",
+    "plot_stream",
+    "accuracy_matrix",
+    "StreamAccuracies",
 ]
