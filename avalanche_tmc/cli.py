@@ -471,10 +471,12 @@ def _key(args: argparse.Namespace) -> Optional[bytes]:
 
 
 def cmd_train_component(args: argparse.Namespace) -> int:
-    """Train the named experiences and write one component file per experience."""
-    from .distributed import init_parallel, shutdown_parallel, train_parallel
-    from .files import save_component, strategy_components
+    """Train the named experiences and write one component file per experience.
 
+    Every argument is checked before anything slow: the options and the device first (torch
+    only, before Avalanche's import of several seconds), then the experience ids and outputs
+    against the data factory's benchmark, and only then is the model factory called (the
+    default one pre-trains a network)."""
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out} is a file; train-component writes experience-<id>.safetensors files into "
                          "a directory.")
@@ -486,6 +488,9 @@ def cmd_train_component(args: argparse.Namespace) -> int:
     _check_writable(args.out, "--out")
     _check_device(args.device)
     key = _key(args)
+    from .distributed import init_parallel, shutdown_parallel, train_parallel  # Avalanche: seconds
+    from .files import save_component, strategy_components
+
     rank, world = init_parallel(timeout=args.timeout)
     try:
         bm = _benchmark(args)
@@ -615,15 +620,16 @@ def _evaluation_strategy(composition: "Component", net: "nn.Module", args: argpa
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Accuracy of the composition of the files on the data's test stream."""
+    """Accuracy of the composition of the files on the data's test stream (the device, the
+    files and the data are checked before the model factory is called)."""
     from .files import compose_components
 
     _check_device(args.device)
     composition = compose_components(_read(args.files, args.quiet, _key(args)))
+    stream = _benchmark(args).test_stream
     progress = _progress_plugin(not args.quiet)
     args.evaluator = _evaluator(args)
     strategy = _evaluation_strategy(composition, _network(args), args, progress)
-    stream = _benchmark(args).test_stream
     strategy.eval(stream)
     rows = [dict(experience=e, samples=progress.seen[e], accuracy=progress.correct[e] / progress.seen[e])
             for e in sorted(progress.seen)]

@@ -15,7 +15,16 @@ from safetensors.torch import save
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import TangentModel, cli
-from avalanche_tmc.cli import EXIT_BAD_FILE, EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PIPE, EXIT_TRAINING, EXIT_USAGE, main
+from avalanche_tmc.cli import (
+    EXIT_BAD_FILE,
+    EXIT_FACTORY,
+    EXIT_INCOMPATIBLE,
+    EXIT_OK,
+    EXIT_PIPE,
+    EXIT_TRAINING,
+    EXIT_USAGE,
+    main,
+)
 from avalanche_tmc.files.signing import _metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
@@ -277,3 +286,52 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, files, capsys):
     assert main(["forget", str(composed), str(b), "--out", str(b), "--overwrite"]) == EXIT_USAGE
     assert main(["forget", str(composed), str(b), "--out", str(composed), "--overwrite"]) == EXIT_USAGE
     assert a.read_bytes() == original and cf.load_component(str(b)).experience == 1
+
+
+# ---------------------------------------------------------------------------- refusals before the network (issue 31)
+
+
+def missing_data(**options):
+    """A data factory whose data set is missing (as a classic benchmark's factory without its files)."""
+    raise FileNotFoundError("no data set here")
+
+
+MISSING_DATA = "tests.avalanche_tmc.test_cli_refusals:missing_data"
+NEVER_MODEL = "tests.avalanche_tmc.test_cli_refusals:never"
+
+
+def test_unknown_experiences_are_refused_before_the_model_is_built(tmp_path, capsys):
+    """Issue 31, item 8: `--experience 7` of the 5-experience digits; the default model factory pre-trains a
+    network, so it must not run before the ids are checked against the data."""
+    code = main(["train-component", "--experience", "0", "7", "--out", str(tmp_path), "--quiet", "--model",
+                 NEVER_MODEL])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE, err
+    assert "[7] are not in the data's training stream (ids [0, 1, 2, 3, 4])" in err
+    assert "factory was called" not in err and not list(tmp_path.iterdir())
+
+
+def test_missing_data_is_found_before_the_model_is_built(tmp_path, files, capsys):
+    """Issue 31, item 8: evaluate built (and pre-trained) the network before calling the data factory."""
+    for command in (["evaluate", str(files)], ["train-component", "--experience", "0", "--out", str(tmp_path)]):
+        assert main([*command, "--quiet", "--model", NEVER_MODEL, "--data", MISSING_DATA]) == EXIT_FACTORY
+        err = capsys.readouterr().err
+        assert "no data set here" in err and "factory was called" not in err, err
+
+
+@pytest.mark.integration
+def test_a_missing_device_is_refused_before_avalanche_is_imported(tmp_path):
+    """Issue 31, item 8: `--device cuda` on a machine without it took Avalanche's import (seconds) first: only
+    torch is needed to know. (In a fresh process: this one imported Avalanche long ago.)"""
+    device = "cuda:63"
+    if torch.cuda.device_count() > 63:
+        pytest.skip("this machine has the device")
+    script = ("import sys; from avalanche_tmc.cli import main; "
+              f"code = main(['train-component', '--experience', '0', '--out', {str(tmp_path)!r}, '--device', "
+              f"{device!r}, *{NEVER!r}]); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'avalanche')); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "no such device" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout  # no Avalanche module was imported
