@@ -1,6 +1,13 @@
 """``TaskMaskPlugin``: task-incremental evaluation for any strategy (each sample's
 prediction restricted to the classes of its task), and the helpers that tell the task
-labels and classes of an Avalanche experience or minibatch."""
+labels and classes of an Avalanche experience or minibatch.
+
+Task labels come from Avalanche: ``task_incremental_benchmark(bm)`` gives experience ``i``
+task ``i``; ``with_task_labels(bm)`` only exposes labels the data already has (Avalanche 0.6
+raises ``AttributeError: ... 'targets_task_labels'`` in that call for data without them, and
+cannot decorate ``nc_benchmark``'s experiences, whose ``task_label`` is read-only: use
+``nc_benchmark(..., task_labels=True)`` as it is). Experiences holding several tasks work:
+each sample is masked by its own task label."""
 
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, Optional, Set

@@ -59,6 +59,16 @@ def _generators():
             train=[_cls(tr0), _cls(tr1)], test=[_cls(te0), _cls(te1)])), True),
         "with_task_labels": (lambda: B.with_task_labels(B.benchmark_from_datasets(
             train=[_with_task(tr0, 0), _with_task(tr1, 1)], test=[_with_task(te0, 0), _with_task(te1, 1)])), True),
+        # issue 31, item 6: with_task_labels over the other ways of giving the data its task labels
+        "with_task_labels(task_incremental_benchmark(class_incremental_benchmark))": (
+            lambda: B.with_task_labels(B.task_incremental_benchmark(B.class_incremental_benchmark(
+                {"train": _cls(train), "test": _cls(test)}, num_experiences=2))), True),
+        "with_task_labels(validation split)": (lambda: B.with_task_labels(B.benchmark_with_validation_stream(
+            B.task_incremental_benchmark(B.class_incremental_benchmark(
+                {"train": _cls(train), "test": _cls(test)}, num_experiences=2)), validation_size=0.25)), True),
+        "with_task_labels(one experience, two tasks)": (lambda: B.with_task_labels(B.benchmark_from_datasets(
+            train=[_with_task(tr0, 0).concat(_with_task(tr1, 1))],
+            test=[_with_task(te0, 0), _with_task(te1, 1)])), True),
         "data_incremental_benchmark": (lambda: B.data_incremental_benchmark(B.nc_benchmark(
             train, test, n_experiences=2, task_labels=False, seed=0), experience_size=8), False),
         "tensors_benchmark": (lambda: B.tensors_benchmark(
@@ -71,9 +81,14 @@ def _generators():
 GENERATORS = list(_generators())
 
 
-def _expected_classes(experience):
-    ys = [int(experience.dataset[i][1]) for i in range(len(experience.dataset))]
-    return set(ys)
+def _expected_task_classes(experience):
+    """Task label -> the classes of its samples, read sample by sample (task 0 without task labels)."""
+    dataset = experience.dataset
+    tasks = [int(t) for t in getattr(dataset, "targets_task_labels", [0] * len(dataset))]
+    found = {}
+    for i, task in enumerate(tasks):
+        found.setdefault(task, set()).add(int(dataset[i][1]))
+    return found
 
 
 @pytest.mark.parametrize("name", GENERATORS)
@@ -92,9 +107,8 @@ def test_every_benchmark_generator_works(name, learner, device):
     learned = strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys
     assert learned == [exp.current_experience for exp in train]
     for exp in train:  # the recorded classes are the ones in the data
-        tasks = set(int(t) for t in getattr(exp.dataset, "targets_task_labels", [0] * len(exp.dataset)))
-        for task in tasks:
-            assert _expected_classes(exp) <= plugin.task_classes[task]
+        for task, classes in _expected_task_classes(exp).items():
+            assert classes <= plugin.task_classes[task]
 
 
 def test_task_labels_without_a_task_column_live_on_the_batchs_device():
@@ -107,3 +121,75 @@ def test_task_labels_without_a_task_column_live_on_the_batchs_device():
     strategy = SimpleNamespace(mbatch=[x, torch.zeros(5, device="meta")], experience=None, mb_x=x)
     labels = batch_task_labels(strategy)
     assert labels.device.type == "meta" and labels.shape == (5,) and labels.dtype == torch.long
+
+
+WITH_TASK_LABELS = [name for name in GENERATORS if name.startswith("with_task_labels")]
+
+
+def _tme(device):
+    from avalanche_tmc import TangentModel, TMEStrategy
+
+    torch.manual_seed(0)
+    return TMEStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), lr=1e-2,
+                       train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), device=device)
+
+
+def _naive_with_mask(device):
+    from avalanche.training import Naive
+
+    from avalanche_tmc import TaskMaskPlugin
+
+    torch.manual_seed(0)
+    net = TinyResNet(num_classes=NUM_CLASSES)
+    return Naive(model=net, optimizer=torch.optim.SGD(net.parameters(), lr=0.01), train_mb_size=8,
+                 evaluator=quiet_evaluator(), plugins=[TaskMaskPlugin()], device=device)
+
+
+@pytest.mark.parametrize("name", WITH_TASK_LABELS)
+@pytest.mark.parametrize("learner", ["tme", "naive+TaskMaskPlugin"])
+def test_with_task_labels_masks_each_sample_to_its_tasks_classes(name, learner, device):
+    """Issue 31, item 6: Avalanche's ``with_task_labels`` benchmarks under TME (softmax ensemble, NLL
+    evaluation) and any strategy with ``TaskMaskPlugin``: the classes recorded per task are the data's,
+    and every evaluated prediction is one of its task's classes."""
+    make, task_il = _generators()[name]
+    bm = make()
+    strategy = _tme(device) if learner == "tme" else _naive_with_mask(device)
+    plugin = strategy.tangent_plugin if learner == "tme" else strategy.plugins[0]
+    for exp in bm.train_stream:
+        strategy.train(exp)
+    predictions = []
+    original = plugin.after_eval_forward
+
+    def record(strategy, **kwargs):
+        original(strategy, **kwargs)
+        predictions.append((strategy.mb_output.argmax(1).cpu(), strategy.mb_task_id.cpu()))
+
+    plugin.after_eval_forward = record
+    strategy.eval(bm.test_stream)
+    assert plugin.uses_task_mask() == task_il
+    data = {}
+    for exp in bm.test_stream:
+        for i in range(len(exp.dataset)):
+            _, y, t = exp.dataset[i][:3]
+            data.setdefault(int(t), set()).add(int(y))
+    assert {t: plugin.task_classes[t] for t in data} == data
+    assert predictions and all(int(p) in data[int(t)] for ps, ts in predictions for p, t in zip(ps, ts))
+
+
+def test_with_task_labels_over_unlabelled_data_fails_in_avalanche_itself():
+    """Issue 31, item 6, as reported: ``with_task_labels`` over data without task labels raises
+    ``AttributeError: ... 'targets_task_labels'`` in the call itself, before any strategy or plugin
+    exists (Avalanche 0.6: "The dataset must already have task labels"); over ``nc_benchmark``'s
+    experiences it cannot set their read-only ``task_label``. ``task_incremental_benchmark`` gives
+    the task labels (experience i: task i), and then ``with_task_labels`` works (the tests above)."""
+    import avalanche.benchmarks as B
+
+    train, test = tensor_dataset(24), tensor_dataset(16, seed=1)
+    with pytest.raises(AttributeError, match="targets_task_labels"):
+        B.with_task_labels(B.class_incremental_benchmark({"train": _cls(train), "test": _cls(test)},
+                                                         num_experiences=2))
+    with pytest.raises(AttributeError, match="task_label"):
+        B.with_task_labels(B.nc_benchmark(train, test, n_experiences=2, task_labels=True, seed=0))
+    labelled = B.task_incremental_benchmark(B.class_incremental_benchmark({"train": _cls(train), "test": _cls(test)},
+                                                                          num_experiences=2))
+    assert [e.task_label for e in B.with_task_labels(labelled).train_stream] == [0, 1]
