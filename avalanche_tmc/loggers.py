@@ -5,8 +5,23 @@
 ``TensorboardLogger`` and ``WandBLogger`` (offline unless ``WANDB_MODE`` says otherwise),
 each writing under ``log_dir``. A logger whose package is not installed is refused with
 the command that installs it, before anything is trained.
+
+**Resuming keeps the logs.** Avalanche's ``CSVLogger`` opens its files with ``"w"``: a
+process that resumes a run and builds its loggers again truncates ``training_results.csv``
+and ``eval_results.csv``, header and rows. :class:`AppendingCSVLogger` (what
+``make_loggers(..., resume=True)`` uses) appends instead, writing the header only to a new
+or empty file, so a resumed run's files hold the header once and every row::
+
+    from avalanche_tmc.loggers import AppendingCSVLogger
+
+    evaluator = EvaluationPlugin(accuracy_metrics(epoch=True, experience=True), loss_metrics(epoch=True),
+                                 loggers=[AppendingCSVLogger("logs/csv")])
+
+TensorBoard adds an event file per process (its folder keeps the earlier ones); a WandB run
+resumed in another process starts a new run.
 """
 
+import functools
 import importlib.util
 import os
 import uuid
@@ -15,7 +30,8 @@ from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
 if TYPE_CHECKING:  # for the annotations only: the command line imports this module for --help
     from avalanche.logging import BaseLogger, WandBLogger
 
-__all__ = ["LOGGERS", "MissingLoggerPackage", "check_loggers", "make_loggers"]
+__all__ = [  # noqa: F822  (AppendingCSVLogger: made on first use, see __getattr__)
+    "LOGGERS", "AppendingCSVLogger", "MissingLoggerPackage", "check_loggers", "make_loggers"]
 
 LOGGERS = ("text", "csv", "tensorboard", "wandb")
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
@@ -41,10 +57,12 @@ def check_loggers(names: Sequence[str]) -> List[str]:
 
 
 def make_loggers(names: Sequence[str], log_dir: str, run_name: str = "avalanche-tmc",
-                 text_stream: Optional[IO[str]] = None) -> List["BaseLogger"]:
+                 text_stream: Optional[IO[str]] = None, *, resume: bool = False) -> List["BaseLogger"]:
     """Avalanche loggers for ``names`` (see :data:`LOGGERS`): text to ``text_stream``
     (stdout; ``None`` there drops the text logger, e.g. on a rank that does not print),
-    files under ``log_dir`` (``csv/``, ``tensorboard/``, ``wandb/``)."""
+    files under ``log_dir`` (``csv/``, ``tensorboard/``, ``wandb/``). ``resume=True``
+    (a process that goes on with a run) appends to the CSV files already there
+    (:class:`AppendingCSVLogger`); otherwise they are started afresh, as Avalanche does."""
     loggers = []
     for name in check_loggers(names):
         if name == "text":
@@ -55,7 +73,8 @@ def make_loggers(names: Sequence[str], log_dir: str, run_name: str = "avalanche-
         elif name == "csv":
             from .training.metrics import CSVLogger  # Avalanche's, reading the named losses
 
-            loggers.append(CSVLogger(log_folder=os.path.join(log_dir, "csv")))
+            csv_logger = _appending_csv_logger() if resume else CSVLogger
+            loggers.append(csv_logger(log_folder=os.path.join(log_dir, "csv")))
         elif name == "tensorboard":
             from avalanche.logging import TensorboardLogger
 
@@ -81,3 +100,83 @@ def _wandb_logger(log_dir: str, run_name: str) -> "WandBLogger":
 
     return ScalarWandBLogger(project_name="avalanche-tmc", run_name=run_name, dir=log_dir, save_code=False,
                              params={"id": uuid.uuid4().hex[:8]})
+
+
+# Avalanche 0.6's CSVLogger headers (tests/avalanche_tmc/test_loggers.py compares them with the files it writes)
+_HEADERS = {"training_file": ("training_results.csv", "training_exp,epoch,training_accuracy,val_accuracy,"
+                                                      "training_loss,val_loss"),
+            "eval_file": ("eval_results.csv", "eval_exp,training_exp,eval_accuracy,eval_loss,forgetting")}
+
+
+def _open_appending(folder: str, name: str, header: str) -> IO[str]:
+    """``folder/name`` opened for appending: the header written to a new or empty file;
+    an existing file must begin with it (``ValueError`` otherwise); a row cut by a crash
+    (no final newline) is dropped."""
+    path = os.path.join(folder, name)
+    with open(path, "a+b") as f:
+        f.seek(0)
+        data = f.read()
+        if data:
+            first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
+            if first != header:
+                raise ValueError(f"{path}: its first line is {first[:80]!r}, not the header of this logger's file "
+                                 f"({header!r}); it is not an avalanche CSVLogger file to go on with. Log to another "
+                                 "folder, or move the file away.")
+            if not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
+    out = open(path, "a", encoding="utf-8")
+    if out.tell() == 0:
+        print(header, file=out, flush=True)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _appending_csv_logger() -> type:
+    """The class :class:`AppendingCSVLogger`, made on first use (this module imports the
+    standard library only: the command line reads it for ``--help``)."""
+    from avalanche.logging import BaseLogger
+
+    from .training.metrics import CSVLogger
+
+    class AppendingCSVLogger(CSVLogger):
+        """Avalanche's ``CSVLogger`` (the named losses of :mod:`avalanche_tmc.training.metrics`
+        read too) that appends to ``training_results.csv`` and ``eval_results.csv`` instead of
+        truncating them: the header is written to a new or empty file only, so a run resumed
+        in a new process (loggers built again) keeps the header once and every earlier row.
+        A file that does not begin with the header is refused (``ValueError``); a last row
+        cut by a crash is dropped. Pickled with a checkpoint, it reopens its files for
+        appending when loaded."""
+
+        def __init__(self, log_folder: Optional[str] = None):
+            """As Avalanche's ``CSVLogger(log_folder)`` (default ``csvlogs``), appending."""
+            BaseLogger.__init__(self)  # Avalanche's CSVLogger.__init__ truncates: its state is set here
+            self.log_folder = log_folder if log_folder is not None else "csvlogs"
+            os.makedirs(self.log_folder, exist_ok=True)
+            self._open_files()
+            self.training_exp_id = None
+            self.in_train_phase = None
+            self.val_acc, self.val_loss = 0, 0
+
+        def _open_files(self) -> None:
+            for attribute, (name, header) in _HEADERS.items():
+                setattr(self, attribute, _open_appending(self.log_folder, name, header))
+
+        def __getstate__(self) -> dict:
+            """The state without the open files (reopened for appending by ``__setstate__``)."""
+            return {k: v for k, v in self.__dict__.items() if k not in _HEADERS}
+
+        def __setstate__(self, state: dict) -> None:
+            self.__dict__.update(state)
+            os.makedirs(self.log_folder, exist_ok=True)
+            self._open_files()
+
+    AppendingCSVLogger.__module__ = __name__  # pickled by reference: module.__getattr__ finds it
+    AppendingCSVLogger.__qualname__ = "AppendingCSVLogger"
+    return AppendingCSVLogger
+
+
+def __getattr__(name: str) -> Any:
+    """``AppendingCSVLogger``, made on first use (the module stays importable without Avalanche loaded)."""
+    if name == "AppendingCSVLogger":
+        return _appending_csv_logger()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

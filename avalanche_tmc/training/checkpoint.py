@@ -153,7 +153,12 @@ def save_checkpoint(strategy: Any, path: str, exclude: Optional[Sequence[str]] =
     """Avalanche's ``save_checkpoint`` (the whole strategy, pickled: see the module
     docstring), working on this install and atomic: written to a temporary file next to
     ``path``, then renamed over it (a failure or a kill leaves the previous checkpoint
-    intact). The file records :func:`checkpoint_identity`, checked on loading."""
+    intact). The file records :func:`checkpoint_identity`, checked on loading.
+
+    Its size, for a tangent strategy: the network, the model's ``δ``, the composition's running
+    sum and zero template, and one ``δ`` per kept component; no optimizer state or gradients
+    (the composition plugins drop them when an experience ends: the next component starts
+    from a fresh optimizer state). :func:`save_learned` writes the sum and the kept components."""
     from avalanche.checkpointing import save_checkpoint as avalanche_save
 
     enable_dill_checkpoints()

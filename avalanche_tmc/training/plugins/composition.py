@@ -27,7 +27,8 @@ class CompositionPlugin(TaskMaskPlugin, supports_distributed=True):
       then the optimizer state is reset (``reset_optimizer_state``) and the experience's
       task classes recorded;
     * :meth:`add_member` (after it): store the trained member under the experience id;
-      then :meth:`load_combination` puts the combined model in place;
+      then the optimizer state and gradients are dropped (``reset_optimizer_state``) and
+      :meth:`load_combination` puts the combined model in place;
     * :meth:`members`: what the evaluation combines (with :attr:`training_state`, the
       member being trained, during periodic evaluation);
     * :meth:`save_training_state` / :meth:`load_training_state`: set the member being
@@ -92,9 +93,14 @@ class CompositionPlugin(TaskMaskPlugin, supports_distributed=True):
         self.in_training_exp = True
 
     def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Store the trained member; the model then holds the combination."""
+        """Store the trained member; the model then holds the combination. With
+        ``reset_optimizer_state`` the optimizer's state and gradients are dropped (the next
+        member starts fresh): neither memory nor a checkpoint holds them between experiences."""
         self.add_member(strategy, strategy.experience.current_experience)
         self.in_training_exp = False
+        if self.reset_optimizer_state:
+            strategy.optimizer.state = defaultdict(dict)  # Adam's moments: two copies of the trained tensors
+            strategy.optimizer.zero_grad(set_to_none=True)  # the last step's gradients: one more
         self.load_combination(strategy)
 
     # ------------------------------------------------------------------ evaluation

@@ -323,3 +323,69 @@ def test_learned_state_files_written_before_the_linearized_hash_still_load(bm, t
     resumed = _strategy()
     assert load_learned(resumed, old) == [0]
     assert all(torch.equal(resumed.composed_delta[n], t) for n, t in trained.composed_delta.items())
+
+
+# ---------------------------------------------------------------------------- sizes (issue 31, item 3)
+
+
+def _wide(cls, **kwargs):
+    """A strategy on a network of about 300k parameters: a checkpoint's size is then its tensors'."""
+    torch.manual_seed(0)
+    network = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 512), torch.nn.ReLU(),
+                                  torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 3))
+    return cls(model=TangentModel(network, num_classes=NUM_CLASSES), lr=1e-2, train_mb_size=8, train_epochs=1,
+               evaluator=quiet_evaluator(), **kwargs)
+
+
+@pytest.mark.parametrize("cls, keep", [(TMEStrategy, True), (TMCStrategy, False)])
+def test_checkpoints_hold_the_components_not_the_optimizer_state_or_gradients(tmp_path, cls, keep):
+    """Issue 31: a ResNet-18 TME checkpoint was 7 networks after 1 experience, 11 after 5
+    (Adam's two moments and the last gradients besides the state). Now: the network, the
+    model's δ, the running sum and its zero template, and one δ per kept component; the
+    learned-state file: the sum and the kept components."""
+    bm = small_benchmark(n_experiences=4)
+    strategy = _wide(cls, keep_components=keep)
+    network = strategy.base_network()
+    delta = sum(t.numel() * t.element_size() for t in strategy.model.delta.values())
+    base = sum(t.numel() * t.element_size() for t in network.state_dict().values())
+    assert delta > 1_000_000 and base >= delta
+    slack = delta // 4  # pickle and safetensors headers, the benchmark's tensors, the plugins
+    sizes = {}
+    for exp in bm.train_stream:
+        _train(strategy, [exp])
+        done = exp.current_experience + 1
+        if done in (1, 4):
+            assert not strategy.optimizer.state and all(p.grad is None for p in strategy.model.delta_params)
+            save_checkpoint(strategy, str(tmp_path / "ckpt.pkl"))
+            save_learned(strategy, str(tmp_path / "learned.safetensors"))
+            sizes[done] = [os.path.getsize(tmp_path / n) for n in ("ckpt.pkl", "learned.safetensors")]
+            kept = done if keep else 0
+            assert base + (3 + kept) * delta <= sizes[done][0] <= base + (3 + kept) * delta + slack
+            assert (1 + kept) * delta <= sizes[done][1] <= (1 + kept) * delta + slack
+    growth = sizes[4][0] - sizes[1][0]
+    assert abs(growth - (3 * delta if keep else 0)) <= slack  # one δ per kept component, never a network more
+
+
+def test_the_optimizer_state_of_a_continuing_optimizer_is_kept(tmp_path):
+    """Without reset_optimizer_state (the next member goes on with Adam's moments) the state
+    stays, in memory and in the checkpoint, and resumes bit for bit."""
+    from avalanche.training.templates import SupervisedTemplate
+
+    from avalanche_tmc import TangentPlugin
+
+    bm = small_benchmark(n_experiences=2)
+
+    def build():
+        torch.manual_seed(0)
+        model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+        return SupervisedTemplate(model=model, optimizer=torch.optim.Adam(model.delta_params, lr=1e-2),
+                                  train_mb_size=8, evaluator=quiet_evaluator(),
+                                  plugins=[TangentPlugin(reset_optimizer_state=False)])
+
+    strategy = _train(build(), bm.train_stream[:1])
+    assert strategy.optimizer.state and all(s["step"] > 0 for s in strategy.optimizer.state.values())
+    save_checkpoint(strategy, str(tmp_path / "ckpt.pkl"))
+    resumed, first = maybe_load_checkpoint(build(), str(tmp_path / "ckpt.pkl"))
+    assert first == 1
+    _train(strategy, bm.train_stream[1:]), _train(resumed, bm.train_stream[1:])
+    assert_same_delta(resumed.model.delta, strategy.model.delta)
