@@ -10,8 +10,10 @@ name prefixed by the loss the strategy used for the values: ``RSL_Loss_Epoch/tra
 ``loss_name`` attribute, else its class or function name).
 
 The tangent strategies' default evaluator (:func:`default_tangent_evaluator`) uses them; pass
-``evaluator=EvaluationPlugin(accuracy_metrics(...), avalanche_tmc.training.metrics.loss_metrics(...),
-loggers=...)`` to keep them with your own loggers. Avalanche's ``CSVLogger`` fills its loss
+``evaluator=EvaluationPlugin(accuracy_metrics(...), loss_metrics(...), loggers=...)`` with this
+module's :func:`loss_metrics` (also ``from avalanche_tmc import loss_metrics``) to keep them with
+your own loggers: Avalanche's own ``loss_metrics`` logs a tangent strategy's RSL as plain
+``Loss_Epoch``/``Loss_Stream``, beside other strategies' cross-entropy. Avalanche's ``CSVLogger`` fills its loss
 columns from the fixed names only: use :class:`CSVLogger` from here with named losses.
 """
 
