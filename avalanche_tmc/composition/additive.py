@@ -160,7 +160,11 @@ class AdditiveComposition:
     # ------------------------------------------------------------------ changing
     def _accumulate(self, tensors: Mapping[str, Tensor], factor: float) -> Dict[str, Tensor]:
         if self._sum is None:
-            self._template = OrderedDict((n, torch.zeros_like(t)) for n, t in tensors.items())
+            # zeros of each member's shape, dtype and device, stored as one element each
+            # (an expanded view): a full copy would put one more network-sized tensor in
+            # every pickled checkpoint and in memory
+            self._template = OrderedDict(
+                (n, torch.zeros((), dtype=t.dtype, device=t.device).expand(t.shape)) for n, t in tensors.items())
             base: Mapping[str, Tensor] = self._template
         else:
             base = self._sum
