@@ -25,12 +25,12 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics, loss_metrics
+from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics
 from avalanche.logging import InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
-from avalanche_tmc import DivergenceError, find_head
+from avalanche_tmc import DivergenceError, find_head, loss_metrics
 from avalanche_tmc.loggers import LOGGERS, check_loggers, make_loggers
 from benchmarks import report
 from benchmarks.config import RECIPE_CHOICES, Options, RunConfig, loader_options, progress_key, train_config
@@ -389,7 +389,10 @@ def check_backbone(run: RunConfig, options: Options) -> None:
 
 def make_evaluator(out_dir: str, verbose: bool = False, loggers: Sequence[str] = ("csv",)) -> EvaluationPlugin:
     """Avalanche's metrics, logged by the ``loggers`` named (:mod:`avalanche_tmc.loggers`:
-    files under ``out_dir``) and, with ``verbose``, Avalanche's interactive logger."""
+    files under ``out_dir``) and, with ``verbose``, Avalanche's interactive logger. Losses
+    are named for what they are (``avalanche_tmc.loss_metrics``): a tangent method's RSL
+    is ``RSL_Loss_Stream``, TME's ``NLL_Loss_Stream``, a baseline's cross-entropy
+    ``CE_Loss_Stream``, never one ``Loss_Stream`` column of different losses."""
     chosen = make_loggers(loggers, out_dir, os.path.basename(out_dir), text_stream=sys.stdout)
     if verbose:
         chosen.append(InteractiveLogger())
