@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.plugins.autocast import AutocastPlugin
     from .training.plugins.composition import CompositionPlugin
     from .training.plugins.delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
+    from .training.plugins.divergence import DivergenceGuardPlugin, LossIncreaseWarning
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
@@ -131,6 +132,8 @@ __all__ = [
     "log_softmax_ensemble",
     "TangentPlugin",
     "DivergenceError",
+    "DivergenceGuardPlugin",
+    "LossIncreaseWarning",
     "TaskMaskPlugin",
     "CompositionPlugin",
     "AutocastPlugin",

@@ -748,7 +748,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--method", choices=METHODS, default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
-    train.add_argument("--lr", type=_POSITIVE_FLOAT, default=1e-2, help="Adam learning rate (tangent methods)")
+    train.add_argument("--lr", type=_POSITIVE_FLOAT, default=1e-2,
+                       help="Adam learning rate (tangent methods). The default, 1e-2, suits the default --model "
+                            "(a small digits CNN with a new head: 0.31 accuracy against 0.02 at 1e-4); the "
+                            "library's default (avalanche_tmc.DEFAULT_LR) is the paper's 1e-4, which does no harm "
+                            "to a trained network of your own, where 1e-2 can wreck it (a LossIncreaseWarning "
+                            "then says so). Choose it on a validation split")
     train.add_argument("--epochs", type=_POSITIVE_INT, default=5, help="epochs per experience (tangent methods)")
     train.add_argument("--batch-size", type=_POSITIVE_INT, default=32, help="training batch size (tangent methods)")
     train.add_argument("--beta", type=_POSITIVE_FLOAT, default=25.0,

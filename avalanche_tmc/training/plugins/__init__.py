@@ -3,9 +3,9 @@
 from .autocast import AutocastPlugin
 from .composition import CompositionPlugin
 from .delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
-from .divergence import DivergenceGuardPlugin
+from .divergence import LOSS_INCREASE_FACTOR, DivergenceGuardPlugin, LossIncreaseWarning
 from .tangent import TangentPlugin
 from .task_mask import TaskMaskPlugin
 
 __all__ = ["TaskMaskPlugin", "CompositionPlugin", "TangentPlugin", "DivergenceGuardPlugin", "AutocastPlugin",
-           "DeltaDecayPlugin", "DECAY_KINDS", "NORM_DECAY_EPSILON"]
+           "DeltaDecayPlugin", "DECAY_KINDS", "NORM_DECAY_EPSILON", "LossIncreaseWarning", "LOSS_INCREASE_FACTOR"]

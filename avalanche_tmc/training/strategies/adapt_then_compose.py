@@ -38,6 +38,13 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
     it unless ``inexact=True`` (then it warns). With a separate ``adaptation_data`` every
     experience is forgotten exactly.
 
+    Plugin callbacks: as :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`,
+    the ``before/after_backward`` and ``before/after_update`` callbacks never fire. The
+    adaptation does back-propagate, but in its own loop
+    (:func:`~avalanche_tmc.training.adaptation.adapt_features`, run inside
+    ``before_training_exp``), which fires no plugin callback: plugins see the adapted
+    network, not its training.
+
     :param network: the classifier to adapt (a ``num_classes`` head; copied, never modified).
     :param head: ``"ridge"`` or ``"ncm"``; ``projection_dim``: RanPAC-style random features.
     Other keyword arguments: as :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`.

@@ -64,6 +64,14 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
     :class:`~avalanche_tmc.training.divergence.DivergenceError` for non-finite features
     included) the statistics, the head and the task classes are as before the call
     (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
+
+    Plugin callbacks: nothing is back-propagated and there is no optimizer, so the
+    ``before_backward``, ``after_backward``, ``before_update`` and ``after_update`` callbacks
+    never fire (a plugin that acts there, e.g. one clipping gradients or counting optimizer
+    steps, does nothing here); ``make_optimizer`` does nothing. Every other training callback
+    fires as in Avalanche's SGD loop: ``before/after_training``, ``before/after_training_exp``,
+    ``before/after_training_epoch`` (one epoch), ``before/after_training_iteration`` and
+    ``before/after_forward`` around the feature pass, with ``loss`` set for the metrics.
     """
 
     def __init__(

@@ -1,23 +1,17 @@
-"""Loss names (issue 19, item 7) and the one default learning rate of the tangent family
-(item 4): TMC's logged loss is the RSL and says so, TME's evaluation loss is the NLL of its
-ensemble and says so, both recomputed by hand; the default learning rate is the same in the
-strategies, the command line, the first-session adaptation and the README's examples."""
+"""Loss names (issue 19, item 7): TMC's logged loss is the RSL and says so, TME's evaluation
+loss is the NLL of its ensemble and says so, both recomputed by hand. (The default learning
+rate: test_learning_rate.py.)"""
 
-import re
-from pathlib import Path
 
 import pytest
 import torch
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_tmc import DEFAULT_LR, Adaptation, RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
-from avalanche_tmc.cli import build_parser
+from avalanche_tmc import RescaledSquareLoss, TangentModel, TMCStrategy, TMEStrategy, loss_name
 from avalanche_tmc.composition.ensemble import nll_of_log_probs
 from avalanche_tmc.training.metrics import loss_metrics
 from tests.helpers import TinyResNet, small_benchmark
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(strategy_class, device):
@@ -70,16 +64,3 @@ def test_the_default_evaluator_names_the_losses():
     names = [str(m) for m in strategy.evaluator.metrics]
     assert "RSL_Loss_Epoch" not in names  # named once a value was averaged: the class says so
     assert {type(m).__name__ for m in strategy.evaluator.metrics} >= {"NamedEpochLoss", "NamedStreamLoss"}
-
-
-def test_one_default_learning_rate_for_the_tangent_family():
-    assert DEFAULT_LR == 1e-2
-    torch.manual_seed(0)
-    strategy = TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=4), evaluator=None)
-    assert strategy.optimizer.param_groups[0]["lr"] == DEFAULT_LR
-    args = build_parser().parse_args(["train-component", "--experience", "0", "--out", "x"])
-    assert args.lr == DEFAULT_LR
-    assert Adaptation().lr == DEFAULT_LR
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    examples = re.findall(r"Strategy\((?:[^()]|\([^()]*\))*?\blr=([0-9.e-]+)", readme)
-    assert examples and all(float(v) == DEFAULT_LR for v in examples), examples
