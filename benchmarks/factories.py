@@ -41,7 +41,7 @@ __all__ = ["model", "data"]
 def _prepared(dataset: str, backbone: str, image_size: int, freeze_until: str, weights: Optional[str],
               data_root: Optional[str], data_options: str):
     run = SimpleNamespace(dataset=dataset, backbone=backbone, image_size=image_size, freeze_until=freeze_until,
-                          data_options=json.loads(data_options))
+                          data_options=json.loads(data_options), transforms="square", imagenet_weights="DEFAULT")
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the command's own output
         return prepare(run, data_root=data_root, weights=weights)
 

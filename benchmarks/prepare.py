@@ -28,8 +28,9 @@ FOLDER_DATASETS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet")
 def prepare(run: RunConfig, *, data_root: Optional[str] = None,
             weights: Optional[str] = None) -> Tuple[Dataset, Dataset, nn.Module]:
     """Datasets (features when the trunk is frozen) and the trainable top network of ``run``
-    (of which only ``dataset``, ``data_options``, ``image_size``, ``backbone`` and
-    ``freeze_until`` are read).
+    (of which only ``dataset``, ``data_options``, ``image_size``, ``backbone``,
+    ``freeze_until``, ``transforms`` and ``imagenet_weights`` are read). Weights are never
+    downloaded (a missing file: :class:`~benchmarks.backbones.WeightsNotFoundError`).
 
     Two layout changes make the top network cheaper to train on the small feature maps of
     the offline benchmarks (2x2 and 1x1), for every method alike (the same network is given
