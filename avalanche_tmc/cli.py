@@ -754,7 +754,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "library's default (avalanche_tmc.DEFAULT_LR) is the paper's 1e-4, which does no harm "
                             "to a trained network of your own, where 1e-2 can wreck it (a LossIncreaseWarning "
                             "then says so). Choose it on a validation split")
-    train.add_argument("--epochs", type=_POSITIVE_INT, default=5, help="epochs per experience (tangent methods)")
+    train.add_argument("--epochs", type=_POSITIVE_INT, default=5,
+                       help="epochs per experience, the strategies' train_epochs (tangent methods; the default 5 "
+                            "suits the default --model; in Python train_epochs keeps Avalanche's default, 1)")
     train.add_argument("--batch-size", type=_POSITIVE_INT, default=32, help="training batch size (tangent methods)")
     train.add_argument("--beta", type=_POSITIVE_FLOAT, default=25.0,
                        help="RSL target: 25 class/task-incremental, 5 data")
