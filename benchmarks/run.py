@@ -66,14 +66,24 @@ RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_un
             "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(minimum: int):
+    """An argparse type for an integer >= ``minimum`` (0 or 1)."""
+    kind = "a positive" if minimum == 1 else "a non-negative"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _bounded_float(high: float, hint: str):
@@ -99,16 +109,6 @@ def _milestones(text: str) -> str:
     if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
         raise argparse.ArgumentTypeError(f"milestones must be increasing positive epochs, got {text!r}")
     return text
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
 
 
 def _decay(text: str) -> float:
