@@ -14,6 +14,7 @@ from torchvision.models import resnet18
 
 from benchmarks import run
 from benchmarks.datasets.synthetic import make_image_folder
+from benchmarks.presets import PRESETS
 from benchmarks.refusals import EXIT_REFUSED, command_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +95,26 @@ def test_the_module_exits_with_code_2_and_no_traceback(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
     assert "resnet50-19c8e357.pth" in done.stderr and str(tmp_path / "torch") in done.stderr
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """A generated folder per layout, 20 classes (enough for 20 tasks)."""
+    root = tmp_path_factory.mktemp("layouts")
+    for layout in ("caltech256", "mit67", "oxford_pets", "tinyimagenet"):
+        make_image_folder(root / layout, layout=layout, classes=20, per_class=6, min_size=40, max_size=60)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [n for n in PRESETS if n[:2] in ("c-", "t-", "d-")])
+def test_every_paper_preset_runs_end_to_end_on_a_generated_folder(preset, folders, weights, tmp_path, monkeypatch):
+    """Every paper preset, its recipe as it is but small (ResNet-18 at 32 px, one epoch,
+    TMC and TME on their own components), on a generated folder of its dataset's layout."""
+    monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path / "cache"))
+    dataset, tasks = PRESETS[preset][0]["dataset"], PRESETS[preset][0]["tasks"]
+    split = ["--data-option", "train_per_class=4"] if dataset == "caltech256" else []
+    rows = run.main(["--preset", preset, "--data-root", str(folders / dataset), "--weights", str(weights), *SMALL,
+                     "--methods", "tmc,tme", "--workers", "0", "--out", str(tmp_path / "out"), *split])
+    final = [r for r in rows if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == tasks]
+    assert sorted(r["method"] for r in final) == ["tmc", "tme"]
