@@ -355,8 +355,9 @@ def _evaluator(args: argparse.Namespace, rank: int = 0, world: int = 1) -> Optio
     from .training.metrics import loss_metrics  # named for their loss: RSL_Loss_*, CE_Loss_*
 
     log_dir = args.log_dir if world == 1 else os.path.join(args.log_dir, f"rank-{rank}")
+    # appended to: a silo that trains one experience per call keeps every call's rows
     loggers = make_loggers(names, log_dir, f"{args.command}-rank{rank}",
-                           text_stream=sys.stdout if _speaks(args, rank) else None)
+                           text_stream=sys.stdout if _speaks(args, rank) else None, resume=True)
     metrics = dict(epoch=True, experience=True, stream=True)
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
 
@@ -687,7 +688,8 @@ def _logging_arguments(parser: argparse.ArgumentParser, ranks: bool = False) -> 
                        help="log accuracy and loss with Avalanche's logger (repeat it for several): text (stdout), "
                             "csv, tensorboard (needs tensorboard), wandb (offline; needs wandb)")
     group.add_argument("--log-dir", default="avalanche-tmc-logs", metavar="DIR",
-                       help="directory of the csv, tensorboard and wandb logs (rank-<r>/ per torchrun process)")
+                       help="directory of the csv, tensorboard and wandb logs (rank-<r>/ per torchrun process); "
+                            "the csv files are appended to, so calls into one directory keep each other's rows")
     if ranks:
         group.add_argument("--all-ranks", action="store_true",
                            help="under torchrun, every process prints (its files, progress, text log); by default "

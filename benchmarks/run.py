@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from avalanche.evaluation.metrics import accuracy_metrics, forgetting_metrics
-from avalanche.logging import InteractiveLogger
+from avalanche.logging import CSVLogger, InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
@@ -493,6 +493,9 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         print(f"  seed {cfg.seed} {'+'.join(rows):18s} {setting}", flush=True)
         results = [dict(r, setting=setting) for r in results]
     getattr(train, "close", lambda: None)()  # a parallel trainer's component files
+    for logger in strategy.evaluator.loggers:  # the CSV files, now (a TextLogger's stream is stdout: left open)
+        if isinstance(logger, CSVLogger):
+            logger.close()
     components_under = component_row(group, rows) if components else None
     if components_under is not None:
         masked = base_row["scenario"] == "task"

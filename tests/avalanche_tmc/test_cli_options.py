@@ -60,6 +60,12 @@ def test_loggers_write_text_csv_and_tensorboard(tmp_path, capsys):
         rows = list(csv.DictReader(f))
     assert len(rows) == 1 and 0 <= float(rows[0]["training_accuracy"]) <= 1 and float(rows[0]["training_loss"]) > 0
     assert list((logs / "tensorboard").glob("events.out.tfevents.*"))
+    # a second call into the same directory appends: the first call's row stays
+    assert main(["train-component", "--experience", "1", "--out", str(tmp_path / "out"), *QUICK, "--method", "tmc",
+                 "--logger", "csv", "--log-dir", str(logs)]) == EXIT_OK
+    with open(logs / "csv" / "training_results.csv", newline="") as f:
+        again = list(csv.DictReader(f))
+    assert again[:1] == rows and len(again) == 2
     # the analytic heads log their (cross-entropy) loss under its name too
     assert main(["train-component", "--experience", "0", "--out", str(tmp_path / "ridge"), *QUICK, "--method",
                  "ridge", "--logger", "text"]) == EXIT_OK
