@@ -711,7 +711,7 @@ def check_writable(out_dir: str) -> None:
         with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-check-"):
             pass
     except OSError as error:
-        raise SystemExit(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
+        raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
                          "choose another with --out.") from None
 
 
