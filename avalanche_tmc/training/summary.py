@@ -122,8 +122,8 @@ def plot_stream(results: Results, path: Union[str, Path], stream: str = "test_st
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError("plot_stream needs matplotlib: pip install matplotlib (summary_table needs nothing).") \
-            from None
+        raise ImportError("plot_stream needs matplotlib: pip install matplotlib (the 'plots' extra; "
+                          "summary_table needs nothing).") from None
     acc = accuracy_matrix(results, stream, metric)
     labels = list(range(1, len(acc.per_experience) + 1)) if steps is None else list(steps)
     if len(labels) != len(acc.per_experience):
