@@ -341,7 +341,12 @@ def preflight(runs: Sequence[RunConfig], options: Options) -> None:
     if options.jobs * options.threads > cores and not options.deterministic:
         raise Refusal(f"--jobs {options.jobs} x --threads {options.threads} = {options.jobs * options.threads} "
                       f"threads on {cores} core(s): lower --jobs or --threads (each job is one process).")
+    from benchmarks.datasets.registry import DATASETS
+
     for run in runs:
+        if run.dataset not in DATASETS:
+            raise Refusal(f"unknown dataset {run.dataset!r}; valid names: {', '.join(sorted(DATASETS))} "
+                          "(python -m benchmarks.datasets says what each needs).")
         try:
             groups_for(list(run.methods))
         except ValueError as error:

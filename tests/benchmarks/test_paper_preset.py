@@ -72,6 +72,7 @@ def test_a_paper_preset_runs_the_authors_recipe_on_a_generated_folder(folder, we
     (["--dataset", "digits", "--decoded-cache"], "drop --decoded-cache"),
     (["--dataset", "digits", "--backbone", "nonsense-net"], "unknown backbone"),
     (["--preset", "no-such-preset"], "Unknown preset"),
+    (["--dataset", "no_such_dataset"], "unknown dataset 'no_such_dataset'"),
 ])
 def test_each_refusal_is_one_line_before_any_data_is_prepared(argv, message, folder, weights, tmp_path, capsys,
                                                                monkeypatch):
