@@ -17,9 +17,10 @@ from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple,
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, jvp
+from torch.func import functional_call
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ._ops import forward_jvp
 from .heads import find_head, replace_head
 from .plan import TangentPlan, build_plan
 from .precision import matched_tangent_dtypes
@@ -240,7 +241,7 @@ class TangentModel(nn.Module):
                 with matched_tangent_dtypes(device_type):
                     return functional_call(self.model, dict(zip(names, linearized)), (x,))
 
-            output, jvp_output = jvp(f, primals, tangents)
+            output, jvp_output = forward_jvp(f, primals, tangents)
         if not isinstance(output, Tensor):
             raise TypeError(
                 f"TangentModel needs a model that returns one tensor of logits, got {type(output).__name__}."

@@ -30,10 +30,10 @@ This module imports torch only.
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from torch import Tensor, fx, nn
-from torch.func import functional_call, jvp
+from torch.func import functional_call
 
 from . import rules  # noqa: F401  (registers the built-in rules)
-from ._ops import out_of_place, resolve_attr
+from ._ops import forward_jvp, out_of_place, resolve_attr
 from .passes import check_in_place, fuse_conv_batchnorm
 from .precision import autocast_enabled, match_tangents, matched_tangent_dtypes
 from .registry import Call, module_rule, rule_for_module, rule_for_node
@@ -228,7 +228,7 @@ def _jvp_any_output(f: Any, primals: Tuple[Tensor, ...], tangents_in: Tuple[Tens
         # a constant beside the outputs, so that an output without tensors is still one
         return tuple(leaves[i] for i in tensor_at) + (values[0].new_zeros(()),)
 
-    outputs, d_outputs = jvp(tensors_only, primals, tangents_in)
+    outputs, d_outputs = forward_jvp(tensors_only, primals, tangents_in)
     leaves, out_spec, tensor_at = structure
     d_leaves: List[Any] = [None] * len(leaves)
     for k, i in enumerate(tensor_at):
