@@ -54,7 +54,8 @@ from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_r
 from benchmarks.presets import PRESETS
 from benchmarks.progress import EpochProgressPlugin
 from benchmarks.refusals import Refusal, command_line
-from benchmarks.scenarios import SCENARIOS, make_scenario
+from benchmarks.scenarios import SCENARIOS, make_scenario, task_test_stream
+from benchmarks.task_il import task_masked
 from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges, tune, validation_split
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
@@ -63,7 +64,7 @@ __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator"
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
-            "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights")
+            "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il")
 
 
 def _int_at_least(minimum: int):
@@ -153,6 +154,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="dataset loader option, e.g. train_per_class=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
     p.add_argument("--tasks", type=_positive_int)
+    p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
+                   help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
+                        "the same training, the task-IL column without training again (default: the preset's)")
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
@@ -413,7 +417,8 @@ def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]
     """Per test experience and overall (sample-weighted) accuracy from Avalanche's metrics."""
     accs, total, correct = {}, 0, 0.0
     for exp in test_stream:
-        key = f"Top1_Acc_Exp/eval_phase/test_stream/Task{exp.task_label:03d}/Exp{exp.current_experience:03d}"
+        key = (f"Top1_Acc_Exp/eval_phase/{test_stream.name}_stream/Task{exp.task_label:03d}/"
+               f"Exp{exp.current_experience:03d}")
         accs[str(exp.current_experience)] = float(metrics[key])
         total += len(exp.dataset)
         correct += float(metrics[key]) * len(exp.dataset)
@@ -423,14 +428,15 @@ def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]
 
 @torch.no_grad()
 def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: int,
-                          workers: int = 0) -> Dict[str, float]:
+                          workers: int = 0, device: str = "cpu") -> Dict[str, float]:
+    """Accuracy of one component's ``forward`` (on ``device``) per test experience and overall."""
     accs, total, correct = {}, 0, 0
     for exp in test_stream:
         right = n = 0
         allowed = torch.tensor(sorted(exp.classes_in_this_experience))
         for batch in DataLoader(exp.dataset.eval(), batch_size=batch_size, num_workers=workers):
-            x, y = batch[0], batch[1]
-            logits = forward(x)
+            x, y = batch[0].to(device), batch[1]
+            logits = forward(x).cpu()
             pred = allowed[logits[:, allowed].argmax(1)] if task_masked else logits.argmax(1)
             right += int((pred == y).sum())
             n += len(y)
@@ -456,10 +462,13 @@ def experience_seed(seed: int, experience: int) -> int:
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, loggers: Sequence[str] = ("csv",),
               components: bool = True, parallel: int = 1, loader: Optional[Dict[str, Any]] = None,
-              progress: bool = False) -> List[Dict[str, Any]]:
+              progress: bool = False, task_stream=None) -> List[Dict[str, Any]]:
     """Train one group over the stream and evaluate each of its rows after every experience
     (and, with ``components``, each component alone at the end); Avalanche's logs go to
     ``out_dir/<group>`` (``verbose``/``loggers``: see :func:`make_evaluator`).
+    ``task_stream`` (a class-IL run's :func:`~benchmarks.scenarios.task_test_stream`):
+    every evaluation is also made on it under the task mask (:mod:`benchmarks.task_il`),
+    giving the task-IL rows (``scenario="task"``, ``trained_in="class"``) of the same training.
     ``parallel > 1``: the experiences of a group whose components train independently are
     shared among that many gloo processes (:mod:`benchmarks.parallel`). ``loader``: the
     DataLoader arguments of every training and evaluation pass (workers);
@@ -484,15 +493,21 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         start = time.time()
         train(strategy, data)
         train_seconds += time.time() - start
+        evaluated = []
         for row in rows:
             select_row(strategy, group, row)
-            start = time.time()
-            accs = _test_accuracies(strategy.eval(bm.test_stream, **loader), bm.test_stream)
-            results += [dict(base_row, method=row, model="composed", after_task=after_task, eval_exp=k, accuracy=a,
-                             train_seconds=train_seconds, eval_seconds=time.time() - start) for k, a in accs.items()]
+            evaluated += _evaluate(strategy, bm.test_stream, loader, dict(base_row, method=row, after_task=after_task,
+                                                                          train_seconds=train_seconds))
+            if task_stream is not None:
+                with task_masked(strategy, task_stream):
+                    evaluated += _evaluate(strategy, task_stream, loader, dict(
+                        base_row, scenario="task", trained_in=base_row["scenario"], method=row, after_task=after_task,
+                        train_seconds=train_seconds))
+        results += evaluated
         print(f"  seed {cfg.seed} {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
-              + "  ".join(f"{r['method']} {r['accuracy']:.3f}" for r in results[-len(rows) * len(accs):]
-                          if r["eval_exp"] == "all") + f"  (train {train_seconds:.0f}s)", flush=True)
+              + "  ".join(f"{r['method']}{' (task-IL)' if r['scenario'] == 'task' and task_stream else ''} "
+                          f"{r['accuracy']:.3f}" for r in evaluated if r["eval_exp"] == "all")
+              + f"  (train {train_seconds:.0f}s)", flush=True)
     if group.describe is not None:
         setting = group.describe(strategy)
         print(f"  seed {cfg.seed} {'+'.join(rows):18s} {setting}", flush=True)
@@ -503,14 +518,26 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
             logger.close()
     components_under = component_row(group, rows) if components else None
     if components_under is not None:
-        masked = base_row["scenario"] == "task"
+        evaluations = [(bm.test_stream, base_row["scenario"] == "task", base_row)]
+        if task_stream is not None:
+            evaluations.append((task_stream, True, dict(base_row, scenario="task", trained_in=base_row["scenario"])))
         for k, forward in component_forwards(strategy, group).items():
-            accs = _component_accuracies(forward, bm.test_stream, masked, cfg.eval_batch_size,
-                                         loader.get("num_workers", 0))
-            results += [dict(base_row, method=components_under, model=f"component-{k}", after_task=len(bm.train_stream),
-                             eval_exp=e, accuracy=a, train_seconds=train_seconds, eval_seconds=0.0)
-                        for e, a in accs.items()]
+            for stream, masked, row_base in evaluations:
+                accs = _component_accuracies(forward, stream, masked, cfg.eval_batch_size,
+                                             loader.get("num_workers", 0), cfg.device)
+                results += [dict(row_base, method=components_under, model=f"component-{k}",
+                                 after_task=len(bm.train_stream), eval_exp=e, accuracy=a, train_seconds=train_seconds,
+                                 eval_seconds=0.0) for e, a in accs.items()]
     return results
+
+
+def _evaluate(strategy, stream, loader: Dict[str, Any], row: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """``strategy`` evaluated on ``stream``: one result row (``row`` + accuracy, seconds)
+    per test experience and one for the whole stream."""
+    start = time.time()
+    accs = _test_accuracies(strategy.eval(stream, **loader), stream)
+    seconds = time.time() - start
+    return [dict(row, model="composed", eval_exp=k, accuracy=a, eval_seconds=seconds) for k, a in accs.items()]
 
 
 def _progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGroup) -> str:
@@ -639,6 +666,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         train, test = (decode_once(d, num_workers=options.workers) for d in (train, test))
     bm = make_scenario(run.scenario, train, test, run.tasks, seed=options.data_seed, class_order=run.class_order,
                        shards=run.shards)
+    task_stream = task_test_stream(train, test, run.tasks, seed=options.data_seed,
+                                   class_order=run.class_order) if run.task_il else None
     cached = str(run.freeze_until).lower() not in ("none", "")
     loader = {} if cached else loader_options(options)  # cached features are tensors: no decoding to share
     show_progress = options.progress if options.progress is not None else not cached
@@ -660,6 +689,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
           + (f", {options.workers} loader workers" if loader else "")
           + (f", autocast {options.amp}" if options.amp else "")
           + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else "")
+          + (", also evaluated task-incrementally (the same training under the task mask)" if run.task_il else "")
           + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)",
           flush=True)
     progress_dir = os.path.join(out_dir, "progress")
@@ -687,7 +717,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
                                dict(base_row, seed=seed, **_hyper_parameters(group, seed_cfg)),
                                os.path.join(out_dir, "logs", run.label, f"seed{seed}"), verbose=options.verbose,
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
-                               progress=show_progress)
+                               progress=show_progress, task_stream=task_stream)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
