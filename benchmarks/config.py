@@ -70,6 +70,9 @@ class RunConfig:
     class_order: str = "seeded"  # "seeded" (by the data seed) or "label" (the authors')
     shards: str = "permutation"  # data-IL: "permutation" (by the data seed) or "authors"
     imagenet_weights: str = "DEFAULT"  # torchvision weights of the backbone: DEFAULT or IMAGENET1K_V1
+    # class-IL runs: every method also evaluated task-incrementally (the same training under
+    # the task mask, benchmarks/task_il.py): the task-IL rows without a second training
+    task_il: bool = False
 
     def __post_init__(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -81,6 +84,9 @@ class RunConfig:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}.")
         if not 0 <= self.decay < float("inf"):
             raise ValueError(f"decay must be a finite number >= 0, got {self.decay!r}.")
+        if self.task_il and self.scenario != "class":
+            raise ValueError(f"task_il evaluates a class-IL run's training under the task mask; this run is "
+                             f"{self.scenario}-incremental (use --scenario class, or drop --task-il).")
         if self.tme_beta is not None and not 0 < self.tme_beta <= 1000:
             raise ValueError(f"tme_beta must be in (0, 1000], got {self.tme_beta!r}.")
 

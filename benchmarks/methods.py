@@ -57,7 +57,7 @@ from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES", "linearize_start",
-    "joint_methods", "method_family", "groups_for", "build_strategy", "select_row", "component_forwards",
+    "joint_methods", "method_family", "method_unit", "groups_for", "build_strategy", "select_row", "component_forwards",
     "component_row", "use_fused_kernels", "with_new_head", "other_beta", "FAMILIES", "SELF_TUNED", "tuning_unit",
     "decay_milestones", "config_for", "adaptation_candidates", "layer_candidates", "feature_layers",
 ]
@@ -227,6 +227,12 @@ def method_row(name: str) -> Optional[Row]:
 def method_family(name: str) -> Optional[str]:
     """The hyper-parameter family (:data:`FAMILIES`) of row ``name`` (None if unknown)."""
     return next((g.family for g in _GROUPS.values() if name in g.row_names), None)
+
+
+def method_unit(name: str) -> Optional[str]:
+    """The tuning unit (:func:`tuning_unit`) whose learning rate and epochs row ``name``
+    trains with (None if unknown)."""
+    return next((tuning_unit(g) for g in _GROUPS.values() if name in g.row_names), None)
 
 
 def joint_methods() -> Tuple[str, ...]:

@@ -53,13 +53,15 @@ OFFLINE = dict(
 MAIN_REGIME = "blocks.4"
 MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
-    "class": {"tangent": (3e-3, 20), "non-linear": (1e-2, 10), "joint": (1e-2, 20), "der": (3e-2, 20)},
-    "data": {"tangent": (1e-2, 20), "non-linear": (1e-2, 20), "joint": (1e-2, 20)},
+    "class": {"tangent": (3e-3, 20), "non-linear": (1e-2, 10), "joint": (1e-2, 20), "der": (3e-2, 20),
+              "er": (3e-2, 20)},
+    "data": {"tangent": (1e-2, 20), "non-linear": (1e-2, 20), "joint": (1e-2, 20), "er": (1e-2, 20),
+             "der": (1e-2, 20)},
 }
 MAIN_TUNED_BY = "--preset offline-tuning"
 # Seeds of the main job: every method is trained once per seed (training randomness:
 # batch order, new-head initialisation, random projections; same data and class order).
-MAIN_SEEDS = (0, 1, 2)
+MAIN_SEEDS = (0, 1, 2, 3, 4)
 
 
 def _main_run(scenario: str, **run) -> dict:
@@ -69,27 +71,30 @@ def _main_run(scenario: str, **run) -> dict:
                 tuned=tuned, decay_at=MAIN_DECAY, tuned_by=MAIN_TUNED_BY, seeds=MAIN_SEEDS, **run)
 
 
-# The main job's rows: the paper's claims (TMC, TME, TMC-Seq, Soup, Ens-L, Ens-SM, TMC-FC,
-# LwF, EWC), the strongest rivals (the training-free heads; DER replay in class-IL) and
-# joint fine-tuning. ``offline-full`` adds SLDA, Adapt+RanPAC, ER, data-IL DER and
-# joint-tangent; every row has the same numbers in both, because each experience's
-# training is seeded by the seed and its id.
+# The main job's rows, the same in every scenario: the paper's (TMC, TME; TMC-Seq in
+# data-IL; the composition baselines Soup, Ens-L, Ens-SM), Avalanche's Naive (the lower
+# bound), ER, LwF, EWC and DER, our best method (the RanPAC-style head on the layer chosen
+# on experience 0) and joint fine-tuning (the paragon). The class-IL run is also evaluated
+# task-incrementally (``task_il``: the same training under the task mask, the T- column).
+# ``offline-full`` adds TMC-FC, TMC with the other β, the other statistics heads (NCM,
+# RanPAC-style, Stats-Ridge, SLDA), Adapt+RanPAC and joint-tangent; every row has the same
+# numbers in both, because each experience's training is seeded by the seed and its id.
+_BASELINES = "naive,er,lwf,ewc,der"
 _MAIN_METHODS = {
-    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,lwf,ewc,der,joint",
-    # LwF, EWC, DER: class-IL only (time)
-    "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,joint",
+    "class": f"tmc,tme,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
+    "data": f"tmc,tme,tmc-seq,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
 }
 _FULL_METHODS = {
-    "class": "tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,er,"
-             "lwf,ewc,der,joint,joint-tangent",
-    "data": "tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,er,der,joint,"
-            "joint-tangent",
+    "class": f"tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,"
+             f"{_BASELINES},joint,joint-tangent",
+    "data": f"tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,"
+            f"{_BASELINES},joint,joint-tangent",
 }
 
 
 def _main_runs(methods: Dict[str, str]) -> List[dict]:
     return [
-        _main_run("class", dataset="mnist_like_30", beta=25.0,
+        _main_run("class", dataset="mnist_like_30", beta=25.0, task_il=True,
                   data_options={"train_per_class": 60, "test_per_class": 20}, methods=methods["class"]),
         _main_run("data", dataset="emoji_styles", beta=5.0, data_options={"categories": 8, "limit_per_category": 60},
                   methods=methods["data"]),
@@ -100,11 +105,11 @@ PRESETS: Dict[str, List[dict]] = {
     "offline": _main_runs(_MAIN_METHODS),
     "offline-full": _main_runs(_FULL_METHODS),
     # the tuning that chose MAIN_TUNED: the main job's runs, every tuning unit of its rows
-    # (tangent, non-linear, and joint / DER for themselves) on the default grid of
+    # (tangent, non-linear, and joint / ER / DER for themselves) on the default grid of
     # benchmarks.tuning (3 learning rates x 5/10/20 epochs, step decay), seed 0; the test
     # rows it writes afterwards are of the representative groups only
     "offline-tuning": [dict(r, tune={}, seeds=(0,), methods=methods) for r, methods in zip(
-        _main_runs(_MAIN_METHODS), ("tmc,tme,soup,ens-l,ens-sm,der,joint", "tmc,tme,soup,ens-l,ens-sm,joint"))],
+        _main_runs(_MAIN_METHODS), ("tmc,tme,soup,ens-l,ens-sm,er,der,joint",) * 2)],
     # a one-minute smoke run of the same pipeline (tests and quick checks)
     "tiny": [
         dict(OFFLINE, dataset="digits", scenario="class", tasks=5, beta=25.0, epochs=1, image_size=32,

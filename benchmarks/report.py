@@ -48,7 +48,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from benchmarks.intervals import mean_std
-from benchmarks.methods import joint_methods, method_family, method_names, method_row
+from benchmarks.methods import joint_methods, method_family, method_names, method_row, method_unit
 from benchmarks.verdicts import verdict_table
 
 __all__ = [
@@ -67,7 +67,7 @@ PathLike = Union[str, Path]
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
-    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in",
 )
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
@@ -341,20 +341,35 @@ def markdown_table(rows: Sequence[Row]) -> str:
         parts = [f"{method_info(m)[0]} {_percent(cell, seeds)}" for m, cell in paragons if cell is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
+    lines += _reuse_lines(rows, runs)
     lines += _settings_lines(rows, runs)
     return "\n".join(lines) + "\n"
 
 
+def _reuse_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
+    """One line per run whose rows were evaluated from another scenario's training."""
+    lines = []
+    for run in runs:
+        sources = {str(r["trained_in"]) for r in rows if run_key(r) == run and r.get("trained_in")}
+        for source in sorted(sources):
+            other = run_label((run[0], source, run[2], run[3]))
+            lines.append(f"- {run_label(run)}: every row is {other}'s training, evaluated with each test sample's "
+                         "prediction restricted to the classes of its task (the task label is known at test time; "
+                         "no method reads it to train, so training again with task labels gives the same models)")
+    return lines
+
+
 def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
-    """One line per run: the learning rate and epochs each family trained with."""
+    """One line per run: the learning rate and epochs each tuning unit (a family, or a
+    method tuned for itself) trained with."""
     lines = []
     for run in runs:
         used: Dict[str, Tuple[object, object]] = {}
         tuned = "no"
         for r in rows:
-            family = method_family(str(r["method"]))
-            if run_key(r) == run and r.get("lr", "") != "" and family not in (None, "training-free"):
-                used.setdefault(family, (r["lr"], r["epochs"]))
+            unit = method_unit(str(r["method"])) if method_family(str(r["method"])) != "training-free" else None
+            if run_key(r) == run and r.get("lr", "") != "" and unit is not None:
+                used.setdefault(unit, (r["lr"], r["epochs"]))
                 tuned = str(r.get("tuned") or "no")
         for method in order_methods(str(r["method"]) for r in rows if run_key(r) == run and r.get("setting")):
             setting = next(r["setting"] for r in rows
@@ -407,21 +422,27 @@ def timing_table(rows: Sequence[Row]) -> str:
     methods = order_methods(str(r["method"]) for r in rows)
     train: Dict[Tuple[RunKey, str], Dict[object, float]] = defaultdict(dict)
     evals: Dict[Tuple[RunKey, str], Dict[object, float]] = defaultdict(dict)
+    reused: Dict[Tuple[RunKey, str], str] = {}
     for r in rows:
         if r["model"] != COMPOSED or r["eval_exp"] != ALL:
             continue
         key, seed = (run_key(r), str(r["method"])), r.get("seed", "")
         train[key][seed] = max(train[key].get(seed, 0.0), float(r["train_seconds"]))  # type: ignore[arg-type]
         evals[key][seed] = evals[key].get(seed, 0.0) + float(r["eval_seconds"])  # type: ignore[arg-type]
+        if r.get("trained_in"):
+            reused[key] = str(r["trained_in"])
     lines = [_md_row(["Method", *map(run_label, runs)]), _md_row(["---", *["---:"] * len(runs)])]
     for method in methods:
         cells = []
         for run in runs:
             t, e = train.get((run, method)), evals.get((run, method))
-            cells.append(MISSING if not t else
-                         f"{sum(t.values()) / len(t):.0f} / {sum(e.values()) / len(e):.0f}")  # type: ignore[union-attr]
+            trained = (f"{SCENARIO_PREFIX.get(reused[(run, method)], '?')}-IL's" if (run, method) in reused else
+                       f"{sum(t.values()) / len(t):.0f}" if t else "")  # type: ignore[union-attr]
+            cells.append(MISSING if not t else f"{trained} / {sum(e.values()) / len(e):.0f}")  # type: ignore[union-attr]
         lines.append(_md_row([method_info(method)[0], *cells]))
-    return ("Seconds per seed, training / evaluation (mean over seeds; one process and thread each):\n\n"
+    note = (" A cell \"C-IL's\" reuses the class-IL column's training (its seconds are there): only the evaluation "
+            "is this column's." if reused else "")
+    return ("Seconds per seed, training / evaluation (mean over seeds; one process and thread each)." + note + "\n\n"
             + "\n".join(lines) + "\n")
 
 
@@ -712,8 +733,13 @@ def variance_table(rows: Sequence[Row]) -> str:
 
 def generated_block(path: PathLike) -> str:
     """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
-    :func:`tuning_table` of a tuning CSV or :func:`variance_table` of a variance CSV."""
+    :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV or
+    :func:`benchmarks.machines.spread_table` of a machine comparison."""
     header = _header(path)
+    if "machine_a" in header:
+        from benchmarks.machines import read_spread_csv, spread_table
+
+        return spread_table(read_spread_csv(Path(path)))
     if "validation_accuracy" in header:
         return tuning_table(read_tuning_csv(path))
     if header.startswith("protocol,"):

@@ -6,7 +6,10 @@ benchmark API (``benchmark_from_datasets``, ``with_task_labels``).
   the paper's code does. ``class_incremental_benchmark(num_experiences=...)`` in
   avalanche-lib 0.6.0 silently drops remainder classes, so counts are always explicit.
 * task-incremental: the class-incremental split with task labels 0..T-1 and global
-  class ids (one fixed head; evaluation masks to the task's classes).
+  class ids (one fixed head; evaluation masks to the task's classes). Its training is the
+  class-incremental training (no strategy here reads task labels to train), so a class-IL
+  run can also be evaluated task-incrementally on :func:`task_test_stream`, the same test
+  split with task labels, instead of training again (``RunConfig.task_il``).
 * data-incremental (D-): seeded random shards of the training set, each with every
   class; or, when the dataset has domains (emoji styles), one domain per experience.
   The test stream is the whole test set.
@@ -54,6 +57,8 @@ __all__ = [
     "domain_shards",
     "data_incremental",
     "make_scenario",
+    "TASK_TEST_STREAM",
+    "task_test_stream",
 ]
 
 SCENARIOS = ("class", "task", "data")
@@ -136,10 +141,12 @@ def _with_class_lists(benchmark):
     return benchmark
 
 
-def _benchmark(train, test, train_indices, test_indices, task_labels: bool, int_targets: bool):
+def _benchmark(train, test, train_indices, test_indices, task_labels: bool, int_targets: bool,
+               test_name: str = "test"):
     """The benchmark whose experience ``t`` holds ``train[train_indices[t]]`` and
     ``test[test_indices[t]]`` (``test_indices=[None]``: one test experience, the whole
-    test set), with task label ``t`` (``task_labels``) or 0."""
+    test set), with task label ``t`` (``task_labels``) or 0; its test stream is named
+    ``test_name`` (``<test_name>_stream``)."""
 
     def stream(dataset, index_lists, group):
         data = _classification_dataset(dataset, int_targets)
@@ -147,21 +154,21 @@ def _benchmark(train, test, train_indices, test_indices, task_labels: bool, int_
 
     return _with_class_lists(with_task_labels(benchmark_from_datasets(
         train=stream(train, train_indices, "train"),
-        test=stream(test, test_indices, "eval"),
+        **{test_name: stream(test, test_indices, "eval")},
     )))
 
 
 def class_incremental(train, test, n_experiences: int, seed: int = 0, task_labels: bool = False,
-                      order: str = "seeded"):
+                      order: str = "seeded", test_name: str = "test"):
     """C- split (``task_labels=True``: the task-incremental version of it); ``order``: see
-    :func:`class_order`."""
+    :func:`class_order`; ``test_name``: the test stream's name."""
     train_targets = _targets(train)
     num_classes = int(train_targets.max()) + 1
     order = class_order(num_classes, seed, order)
     bounds = np.cumsum([0, *classes_per_experience(num_classes, n_experiences)])
     groups = [order[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
     return _benchmark(train, test, class_indices(train_targets, groups), class_indices(_targets(test), groups),
-                      task_labels, int_targets=True)
+                      task_labels, int_targets=True, test_name=test_name)
 
 
 def random_shards(num_samples: int, n_experiences: int, seed: int = 0) -> List[List[int]]:
@@ -220,3 +227,18 @@ def make_scenario(scenario: str, train, test, n_experiences: int, seed: int = 0,
     if scenario == "data":
         return data_incremental(train, test, n_experiences, seed, shards=shards)
     raise ValueError(f"Unknown scenario {scenario!r}; use one of {SCENARIOS}.")
+
+
+TASK_TEST_STREAM = "task_test"
+
+
+def task_test_stream(train, test, n_experiences: int, seed: int = 0, *, class_order: str = "seeded"):
+    """The test stream of the task-incremental split (experience ``t``: the test samples
+    of the classes of class-IL experience ``t``, task label ``t``), named
+    ``task_test_stream`` so that Avalanche's metrics and logs keep it apart from the
+    class-IL ``test_stream`` of the same run. A strategy trained on the class-IL split
+    and evaluated on it under the task mask (:func:`benchmarks.task_il.task_masked`)
+    gives what training on the task-IL split gives."""
+    bm = class_incremental(train, test, n_experiences, seed, task_labels=True, order=class_order,
+                           test_name=TASK_TEST_STREAM)
+    return getattr(bm, f"{TASK_TEST_STREAM}_stream")

@@ -69,3 +69,26 @@ def test_verdict_table_judges_each_claim_its_rows_allow():
     assert "**not resolved at 3 seeds**" in table and "TMC > LwF" not in table
     data = {r["claim"] for r in verdict_rows(_rows({"tmc": [0.4, 0.5], "tmc-seq": [0.6, 0.7]}, "data"))}
     assert data == {"TMC-Seq > TMC (data-IL)"}
+
+
+def test_the_best_rival_claims_compare_with_the_rival_of_the_highest_mean():
+    """"TMC > the best replay method": judged against DER when DER's mean is above ER's,
+    in every scenario it was run in; the cell names the rival."""
+    finals = {"tmc": [0.50, 0.52, 0.51, 0.50, 0.53], "er": [0.45, 0.46, 0.44, 0.47, 0.45],
+              "der": [0.49, 0.55, 0.50, 0.52, 0.51], "lwf": [0.20, 0.22, 0.21, 0.20, 0.19],
+              "ewc": [0.25, 0.23, 0.26, 0.24, 0.25]}
+    for scenario in ("class", "task", "data"):
+        judged = {r["claim"]: r for r in verdict_rows(_rows(finals, scenario))}
+        replay = judged["TMC > the best replay method (ER, DER)"]
+        # against DER (mean 0.514 > ER's 0.454): differences +0.01, -0.03, +0.01, -0.02, +0.02
+        assert replay["rival"] == "der" and replay["verdict"] == NOT_RESOLVED and replay["seeds"] == 5
+        assert replay["difference"] == pytest.approx(100 * (-0.01 / 5))
+        free = judged["TMC > the best replay-free (LwF, EWC)"]
+        assert free["rival"] == "ewc" and free["verdict"] == HOLDS
+        assert free["difference"] == pytest.approx(100 * (2.56 - 1.23) / 5)
+    table = verdict_table(_rows(finals))
+    assert "(vs DER): **not resolved at 5 seeds**" in table and "(vs EWC): **holds**" in table
+    # with one rival run, the claim is judged against it
+    only_er = {r["claim"]: r for r in verdict_rows(_rows({m: finals[m] for m in ("tmc", "er")}))}
+    assert only_er["TMC > the best replay method (ER, DER)"]["rival"] == "er"
+    assert only_er["TMC > the best replay method (ER, DER)"]["verdict"] == HOLDS

