@@ -12,7 +12,7 @@ from safetensors.torch import load, save
 
 from avalanche_tmc import TangentModel, TMCStrategy
 from avalanche_tmc.files import content_sha256
-from avalanche_tmc.files.signing import _metadata_sha256
+from avalanche_tmc.files.signing import metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, randomize_batchnorm
 
 SEED = 100
@@ -79,7 +79,7 @@ def craft(path, out, edit=None, tensors=None, rehash=False):
     if rehash:
         metadata["content_sha256"] = content_sha256(tensors)
         metadata.pop("hmac_sha256", None)
-        metadata["file_sha256"] = _metadata_sha256(metadata)
+        metadata["file_sha256"] = metadata_sha256(metadata)
     with open(out, "wb") as f:
         f.write(save(dict(tensors), metadata=metadata))
     return str(out)

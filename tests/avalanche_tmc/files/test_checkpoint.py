@@ -12,13 +12,8 @@ import pytest
 import torch
 
 from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, TMEStrategy, penultimate
-from avalanche_tmc.training.checkpoint import (
-    CheckpointError,
-    load_learned,
-    maybe_load_checkpoint,
-    save_checkpoint,
-    save_learned,
-)
+from avalanche_tmc.files.checkpoint import CheckpointError, maybe_load_checkpoint, save_checkpoint
+from avalanche_tmc.files.learned import load_learned, save_learned
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tmc
 
 warnings.filterwarnings("ignore", message="No loggers specified")
@@ -92,7 +87,7 @@ def test_an_unreadable_checkpoint_is_a_checkpoint_error(checkpoint, tmp_path):
 
 
 def test_pickled_checkpoints_are_documented_as_trusted_files_only():
-    import avalanche_tmc.training.checkpoint as module
+    import avalanche_tmc.files.checkpoint as module
 
     assert "trusted files only" in module.__doc__.lower()
     assert "trusted files only" in maybe_load_checkpoint.__doc__.lower()
@@ -146,6 +141,39 @@ def test_learned_state_of_something_else_or_edited_is_refused(bm, tmp_path):
     (tmp_path / "edited.safetensors").write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="integrity"):
         load_learned(_strategy(), str(tmp_path / "edited.safetensors"))
+
+
+@pytest.mark.parametrize("version, said", [
+    (None, "earlier avalanche-tmc .format version 2 or older.*train the strategy again and write the file with "
+           "save_learned"),
+    ("2", "earlier avalanche-tmc .format version 2.*reads format version 3 only"),
+    ("9", "format version 9; this avalanche-tmc reads format version 3 .upgrade avalanche-tmc."),
+])
+def test_a_learned_state_file_of_another_format_version_is_refused_saying_what_to_do(bm, tmp_path, version, said):
+    """Issue 32: learned-state files record the format version (3: the network's classes by
+    registered names). One without it (written before, its architecture hashed from module
+    paths that have moved) or of another version is refused, the strategy unchanged."""
+    import json
+
+    from safetensors.torch import load, save
+
+    from avalanche_tmc.files import FORMAT_VERSION
+    from avalanche_tmc.files.signing import metadata_sha256
+
+    path = save_learned(_train(_strategy(), bm.train_stream[:1]), str(tmp_path / "learned.safetensors"))
+    data = Path(path).read_bytes()
+    metadata = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    assert metadata["format_version"] == str(FORMAT_VERSION) == "3"
+    metadata.pop("format_version")
+    if version is not None:
+        metadata["format_version"] = version
+    metadata["file_sha256"] = metadata_sha256(metadata)
+    (tmp_path / "old.safetensors").write_bytes(save(load(data), metadata=metadata))
+    strategy = _strategy()
+    with pytest.raises(CheckpointError, match=said):
+        load_learned(strategy, str(tmp_path / "old.safetensors"))
+    assert len(strategy.learned()) == 0
+    assert load_learned(strategy, path) == [0]
 
 
 class _Payload:
@@ -263,7 +291,7 @@ def _recrafted(path, out, edit_members=None, edit_tensors=None, edit_identity=No
     from safetensors.torch import load, save
 
     from avalanche_tmc.files import content_sha256
-    from avalanche_tmc.files.signing import _metadata_sha256
+    from avalanche_tmc.files.signing import metadata_sha256
 
     data = Path(path).read_bytes()
     metadata = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
@@ -275,7 +303,7 @@ def _recrafted(path, out, edit_members=None, edit_tensors=None, edit_identity=No
     if edit_identity is not None:
         metadata["identity"] = json.dumps(edit_identity(json.loads(metadata["identity"])))
     metadata["content_sha256"] = content_sha256(tensors)
-    metadata["file_sha256"] = _metadata_sha256(metadata)
+    metadata["file_sha256"] = metadata_sha256(metadata)
     Path(out).write_bytes(save(tensors, metadata=metadata))
     return str(out)
 
