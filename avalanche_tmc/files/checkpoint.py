@@ -90,14 +90,11 @@ def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
 _LABELS = dict(strategy="strategy type", mode="mode", payload="kind of components", architecture="architecture",
                base="pre-trained weights or BatchNorm statistics",
                linearized="linearized parameters (TMC-FC linearizes the head only, TMC every parameter)")
-_RECORDED_SINCE = ("linearized",)  # not in files written before: those are checked by their tensors' names and shapes
 
 
 def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str) -> None:
     path = _shown(path)
     for name, label in _LABELS.items():
-        if name in _RECORDED_SINCE and name not in found:
-            continue
         if found.get(name) != expected.get(name):
             shown = [str(v)[:16] for v in (found.get(name), expected.get(name))]
             raise CheckpointError(
