@@ -31,8 +31,6 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         zeros_like_delta,
     )
     from .composition.ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
-    from .composition.learner import ComposableLearner
-    from .composition.losses import RescaledSquareLoss
     from .composition.statistics import (
         HeadStats,
         RandomReLUFeatures,
@@ -64,11 +62,13 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         strategy_components,
         tangent_component,
     )
+    from .files.checkpoint import CheckpointError, maybe_load_checkpoint, save_checkpoint
+    from .files.learned import load_learned, save_learned
     from .models.analytic import AnalyticClassifier, LayerFeatures, penultimate
     from .tangent import Delta, TangentModel, TracingError, find_head, replace_head
     from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
-    from .training.checkpoint import CheckpointError, load_learned, maybe_load_checkpoint, save_checkpoint, save_learned
     from .training.divergence import DivergenceError
+    from .training.losses import RescaledSquareLoss
     from .training.metrics import loss_metrics, loss_name
     from .training.plugins.autocast import AutocastPlugin
     from .training.plugins.composition import CompositionPlugin
@@ -76,6 +76,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.plugins.divergence import DivergenceGuardPlugin, LossIncreaseWarning
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
+    from .training.protocols import ComposableLearner
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
     from .training.strategies.analytic import AnalyticHeadStrategy
     from .training.strategies.tangent import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
@@ -100,6 +101,10 @@ def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if _LAZY[name].startswith(".training.strategies"):
+        # a strategy writes and reads its components through the store that files/ registers
+        # (strategies know nothing of files: training/protocols.py, ComponentStore)
+        importlib.import_module(".files", __name__)
     globals()[name] = value
     return value
 

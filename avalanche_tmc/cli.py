@@ -52,8 +52,8 @@ if TYPE_CHECKING:  # for the annotations only: importing them here would slow --
     from avalanche.training.templates import SupervisedTemplate
     from torch import nn
 
-    from .composition.learner import ComposableLearner
     from .files import Component
+    from .training.protocols import ComposableLearner
 
 __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY", "EXIT_TRAINING",

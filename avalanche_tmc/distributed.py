@@ -64,7 +64,7 @@ run needs, and it requires ``LOCAL_RANK``) and ``wrap_model`` with Avalanche's
 experience sharded over the processes, gradients all-reduced at every step), which is not
 TMC's parallelism (whole experiences per process, one exchange at the end). The tangent
 and analytic strategies therefore never shard an experience's data over the processes
-(:class:`UnshardedLoaders`).
+(:class:`~avalanche_tmc.training.loaders.UnshardedLoaders`).
 """
 
 import json
@@ -83,13 +83,13 @@ from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
 from .composition.additive import AdditiveComposition
-from .composition.learner import ComposableLearner, learner_device
 from .training.forgetting import dependent_plugin_names
 from .training.mixins import check_new_experience_ids
+from .training.protocols import ComposableLearner, learner_device
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelSetupError", "ParallelReport", "lost_ranks",
-    "UnshardedLoaders", "init_parallel", "shutdown_parallel", "assign_experiences", "train_parallel",
+    "init_parallel", "shutdown_parallel", "assign_experiences", "train_parallel",
 ]
 
 DEFAULT_TIMEOUT = 3600.0
@@ -125,25 +125,6 @@ class ParallelReport:
     bytes_reduced: int = 0  # size of the all-reduced sum (what each process sends and receives)
     bytes_broadcast: int = 0  # the components broadcast to every process (0 without keep_components)
     experiences: List[Any] = field(default_factory=list)  # every experience id composed, in order
-
-
-class UnshardedLoaders:
-    """Mixin for a ``SupervisedTemplate``: its data loaders never shard an experience over
-    the processes of a ``torch.distributed`` job.
-
-    Avalanche's loaders apply a ``DistributedSampler`` whenever a process group exists
-    (data-parallel training). Tangent components and statistics are trained one whole
-    experience per process (:func:`train_parallel`), and an evaluation on one process
-    must see the whole test set. Without a process group nothing changes."""
-
-    def _obtain_common_dataloader_parameters(self, **kwargs: Any) -> Dict[str, Any]:
-        args = super()._obtain_common_dataloader_parameters(**kwargs)
-        # Avalanche's plain-DataLoader branch (an experience without task labels) takes no
-        # such argument and never shards anyway.
-        avalanche_loader = not self.is_training or hasattr(self.experience, "task_labels")
-        if DistributedHelper.is_distributed and avalanche_loader:
-            args["distributed_sampling"] = False
-        return args
 
 
 def _check_timeout(timeout: float) -> float:
@@ -228,7 +209,7 @@ def _layout(tensors: Mapping[str, Tensor]) -> _Layout:
 
 class _Learner:
     """What :func:`train_parallel` does with a strategy, through the
-    :class:`~avalanche_tmc.composition.learner.ComposableLearner` protocol only: its composition set
+    :class:`~avalanche_tmc.training.protocols.ComposableLearner` protocol only: its composition set
     aside during the local training (the process's own sum), then the members of every
     process merged into it."""
 

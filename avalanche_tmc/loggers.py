@@ -1,7 +1,7 @@
 """Avalanche loggers chosen by name, for the command line and the benchmark runner.
 
 ``make_loggers(["text", "csv"], log_dir)`` gives Avalanche's ``TextLogger`` (stdout), the
-``CSVLogger`` of :mod:`avalanche_tmc.metrics` (which also reads the named losses),
+``CSVLogger`` of :mod:`avalanche_tmc.training.metrics` (which also reads the named losses),
 ``TensorboardLogger`` and ``WandBLogger`` (offline unless ``WANDB_MODE`` says otherwise),
 each writing under ``log_dir``. A logger whose package is not installed is refused with
 the command that installs it, before anything is trained.

@@ -31,8 +31,8 @@ from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.composition.losses import RescaledSquareLoss
 from avalanche_tmc.tangent import TangentModel
+from avalanche_tmc.training.losses import RescaledSquareLoss
 from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin
 
 __all__ = ["BUILTIN_METHODS", "DEFAULTS", "make_builtin_strategy"]

@@ -34,7 +34,6 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.multiprocessing as mp
 
-from avalanche_tmc.composition.learner import ComposableLearner
 from avalanche_tmc.distributed import (
     DEFAULT_TIMEOUT,
     ParallelTrainingError,
@@ -43,6 +42,7 @@ from avalanche_tmc.distributed import (
     train_parallel,
 )
 from avalanche_tmc.files import save_component, strategy_components
+from avalanche_tmc.training.protocols import ComposableLearner
 from benchmarks.methods import MethodGroup, TrainConfig, build_strategy, group_named, method_groups
 
 __all__ = ["parallelisable", "make_trainer", "ParallelTrainer", "time_group", "main"]

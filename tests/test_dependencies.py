@@ -4,7 +4,9 @@
   (``avalanche_tmc.tangent``) import the standard library and torch only (and ``compose``);
 * the library never imports the checkout's ``benchmarks``, ``baselines``, ``examples``,
   ``experiments`` or ``tests``;
-* no library module imports an old path that only a deprecation shim keeps alive;
+* the Avalanche glue (``avalanche_tmc.training``) imports neither the files
+  (``avalanche_tmc.files``) nor the processes (``avalanche_tmc.distributed``): those act on
+  a strategy through the learner protocol (``training/protocols.py``), arrows point down;
 * the module-level imports between the library's modules form no cycle.
 """
 
@@ -15,10 +17,13 @@ from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
-from avalanche_tmc._compat import MOVED_MODULES
-
 ROOT = Path(__file__).resolve().parents[1] / "avalanche_tmc"
 CHECKOUT_ONLY = ("benchmarks", "baselines", "examples", "experiments", "tests")
+# package -> the library's modules above it, which it must never import
+FORBIDDEN = {
+    "avalanche_tmc.training": ("avalanche_tmc.files", "avalanche_tmc.distributed", "avalanche_tmc.cli",
+                               "avalanche_tmc.factories", "avalanche_tmc.loggers"),
+}
 # package -> the top-level packages (besides the standard library) it may import
 ALLOWED = {
     "avalanche_tmc.composition": ("torch", "avalanche_tmc.composition"),
@@ -31,17 +36,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_shim(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.ImportFrom) and n.module == "avalanche_tmc._compat"
-               and any(a.name == "moved_module_getattr" for a in n.names) for n in tree.body)
-
-
 def _modules() -> Dict[str, Tuple[Path, ast.Module]]:
     found = {}
     for path in sorted(ROOT.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        if not _is_shim(tree):
-            found[_module_name(path)] = (path, tree)
+        found[_module_name(path)] = (path, ast.parse(path.read_text(encoding="utf-8")))
     return found
 
 
@@ -105,11 +103,31 @@ def test_the_library_never_imports_the_checkout():
     assert not offending, "\n".join(offending)
 
 
-def test_no_library_module_imports_a_deprecated_path():
-    offending = [f"{module}:{line} imports {target}" for module, (path, tree) in MODULES.items()
-                 if module != "avalanche_tmc._compat" for target, line in _imports(module, path, tree)
-                 if any(_within(target, old) for old in MOVED_MODULES)]
-    assert not offending, "\n".join(offending) + "\n(import from the new module instead)"
+def _upward(modules) -> List[str]:
+    return [f"{module}:{line} imports {target}" for module, (path, tree) in modules.items()
+            for package, above in FORBIDDEN.items() if _within(module, package)
+            for target, line in _imports(module, path, tree) if any(_within(target, a) for a in above)]
+
+
+def test_the_training_glue_imports_neither_files_nor_processes():
+    offending = _upward(MODULES)
+    assert not offending, "\n".join(offending) + (
+        "\n(strategies know nothing of files and processes: those use a strategy through the learner protocol, "
+        "training/protocols.py)")
+
+
+def test_the_upward_import_check_finds_one():
+    """The check above on a strategy that imports the files, inside a method, and the
+    processes, at the top (what issue 32 found in training/strategies/)."""
+    source = ("from ...distributed import train_parallel\n"
+              "class S:\n    def load(self):\n        from ...files.learners import components_for\n")
+    path = ROOT / "training" / "strategies" / "example.py"
+    found = _upward({"avalanche_tmc.training.strategies.example": (path, ast.parse(source))})
+    assert found == ["avalanche_tmc.training.strategies.example:1 imports avalanche_tmc.distributed",
+                     "avalanche_tmc.training.strategies.example:1 imports avalanche_tmc.distributed.train_parallel",
+                     "avalanche_tmc.training.strategies.example:4 imports avalanche_tmc.files.learners",
+                     "avalanche_tmc.training.strategies.example:4 imports "
+                     "avalanche_tmc.files.learners.components_for"]
 
 
 def _graph() -> Dict[str, Set[str]]:

@@ -7,10 +7,7 @@ exchange builds on, with no Avalanche, file or process code (a test checks the i
 * :mod:`.deltas`: arithmetic on tangent components (``δ = Σ w_i δ_i / Σ w_i``, TMC);
 * :mod:`.statistics`: sufficient statistics of the training-free heads (ridge, NCM, RanPAC);
 * :mod:`.ensemble`: logit and softmax ensembles (TME, Ens-L, Ens-SM) and task masks;
-* :mod:`.losses`: the Rescaled Square Loss;
-* :mod:`.batchnorm`: BatchNorm statistics re-estimated on the data;
-* :mod:`.learner`: :class:`ComposableLearner`, what a strategy whose knowledge is an
-  additive composition offers to files, checkpoints and parallel training.
+* :mod:`.batchnorm`: BatchNorm statistics re-estimated on the data.
 """
 
 from .additive import AdditiveComposition, tensors_sha256
@@ -29,8 +26,6 @@ from .deltas import (
     zeros_like_delta,
 )
 from .ensemble import class_mask, log_softmax_ensemble, logit_ensemble, mask_logits
-from .learner import ComposableLearner
-from .losses import RescaledSquareLoss
 from .statistics import (
     HeadStats,
     RandomReLUFeatures,
@@ -44,6 +39,6 @@ __all__ = [
     "AdditiveComposition", "tensors_sha256", "reestimate_batchnorm", "Delta", "DeltaComposition", "add_deltas",
     "check_compatible", "check_finite", "non_finite_names", "compose", "scale_delta", "subtract_deltas",
     "weighted_sum", "zeros_like_delta", "class_mask", "log_softmax_ensemble", "logit_ensemble", "mask_logits",
-    "ComposableLearner", "RescaledSquareLoss", "HeadStats", "RandomReLUFeatures", "StatisticsComposition",
+    "HeadStats", "RandomReLUFeatures", "StatisticsComposition",
     "gcv_ridge_lambda", "head_statistics", "ridge_head",
 ]

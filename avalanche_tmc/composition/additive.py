@@ -6,7 +6,7 @@ tangent components (``S = Σ w_i δ_i``, ``W = Σ w_i``, the model is ``δ = S /
 :class:`~avalanche_tmc.composition.deltas.DeltaComposition`), the analytic heads' sufficient
 statistics (``S = Σ stats_i``, already sums over samples, weight = sample count:
 :class:`~avalanche_tmc.composition.statistics.StatisticsComposition`), composition files
-(:mod:`~avalanche_tmc.component_files`) and the sums exchanged by
+(:mod:`~avalanche_tmc.files`) and the sums exchanged by
 :mod:`~avalanche_tmc.distributed` are all this class, so they agree bit for bit when the
 contributions are added in the same order.
 

@@ -1,8 +1,11 @@
-"""Components as files: one tangent component (or one experience's head statistics) per
-safetensors file, composed, forgotten and inspected file by file.
+"""Persistence: components as files (one tangent component, or one experience's head
+statistics, per safetensors file, composed, forgotten and inspected file by file), a
+strategy's learned state in one file, and checkpoints of a whole strategy.
 
 * :mod:`.component`: :class:`Component` (what a file holds), the format's constants and
   errors, :func:`describe` (what ``avalanche-tmc inspect`` prints);
+* :mod:`.architectures`: the registered names under which files record a network's
+  classes (never module paths);
 * :mod:`.bases`: the base a component belongs to (network class and structure, hash of
   the pre-trained weights and buffers, linearized parameters, head) and
   :func:`check_same_base`;
@@ -13,9 +16,17 @@ safetensors file, composed, forgotten and inspected file by file.
 * :mod:`.arithmetic`: :func:`compose_components`, :func:`forget_component`,
   :func:`composed_delta`, on :class:`~avalanche_tmc.composition.additive.AdditiveComposition`;
 * :mod:`.learners`: components made from a model or a strategy, and files put into a
-  strategy (through :class:`~avalanche_tmc.composition.learner.ComposableLearner`).
+  strategy (through :class:`~avalanche_tmc.training.protocols.ComposableLearner`), and
+  :class:`~avalanche_tmc.files.learners.ComponentFiles`, the component store strategies
+  write to and read from (registered on import);
+* :mod:`.learned`: :func:`~avalanche_tmc.files.learned.save_learned` /
+  :func:`~avalanche_tmc.files.learned.load_learned`, what a strategy learned in one file
+  (no pickle), checked like component files;
+* :mod:`.checkpoint`: the whole strategy through Avalanche's pickling checkpoints
+  (trusted files only), and :func:`~avalanche_tmc.files.checkpoint.checkpoint_identity`.
 """
 
+from .architectures import ARCHITECTURES, architecture_name, register_architecture
 from .arithmetic import compose_components, composed_delta, forget_component
 from .bases import (
     check_same_base,
@@ -48,6 +59,7 @@ from .signing import KEY_ENVIRONMENT, read_key_file, resolve_key
 from .storage import component_paths, load_component, load_components, save_component
 
 __all__ = [
+    "ARCHITECTURES", "register_architecture", "architecture_name",
     "FORMAT", "FORMAT_VERSION", "ComponentFileError", "IncompatibleComponentsError", "ComponentExistsError",
     "Component", "content_sha256", "describe",
     "state_dict_sha256", "weights_sha256", "structure", "tangent_base", "statistics_base", "model_reference",

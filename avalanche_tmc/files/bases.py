@@ -7,9 +7,9 @@ head statistics is the feature network's class, structure and weights hash, the 
 type, the random projection and the class count. Components combine only on the same
 base; anything else is refused with an error naming the first difference.
 
-The structure hash names every module's class by :func:`~avalanche_tmc._compat.recorded_class_path`
-(where the class lived when files started recording it), so moving a class never changes
-the hashes of files already written.
+The structure hash names every module's class by its registered name
+(:func:`~avalanche_tmc.files.architectures.architecture_name`), never by the module that
+holds it, so moving a class never changes the hashes of files already written.
 """
 
 import hashlib
@@ -19,9 +19,9 @@ from typing import Any, Dict, Mapping, Optional
 import torch
 from torch import Tensor
 
-from .._compat import recorded_class_path
 from ..composition.additive import tensors_sha256
 from ..tangent import TangentModel, find_head
+from .architectures import architecture_name
 from .component import Component, IncompatibleComponentsError
 
 __all__ = [
@@ -43,9 +43,9 @@ def weights_sha256(net: torch.nn.Module) -> str:
 
 def structure(net: torch.nn.Module) -> Dict[str, str]:
     """A network's class (``architecture``) and the SHA-256 of its module structure
-    (``modules_sha256``: every module's name and recorded class path, in order)."""
-    modules = "\n".join(f"{name}:{recorded_class_path(type(m))}" for name, m in net.named_modules())
-    return dict(architecture=recorded_class_path(type(net)),
+    (``modules_sha256``: every module's name and registered class name, in order)."""
+    modules = "\n".join(f"{name}:{architecture_name(type(m))}" for name, m in net.named_modules())
+    return dict(architecture=architecture_name(type(net)),
                 modules_sha256=hashlib.sha256(modules.encode()).hexdigest())
 
 

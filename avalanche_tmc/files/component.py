@@ -25,8 +25,11 @@ __all__ = [
 FORMAT = "avalanche-tmc"
 """The ``format`` entry of every file this module writes."""
 
-FORMAT_VERSION = 2
-"""Files of a newer version are refused (an older reader cannot know what changed)."""
+FORMAT_VERSION = 3
+"""The format of component, composition and learned-state files. Files of another version
+are refused: a newer one (an older reader cannot know what changed), and an older one
+with a message saying what to do (version 2 named the network's classes by module paths
+that have since moved; version 3 by registered names, :mod:`~avalanche_tmc.files.architectures`)."""
 
 PAYLOADS = ("delta", "statistics")
 KINDS = ("component", "composition")

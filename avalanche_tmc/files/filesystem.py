@@ -17,7 +17,7 @@ from typing import BinaryIO, Tuple
 
 from .component import ComponentExistsError, ComponentFileError, _refuse, _shown
 
-__all__ = ["write_atomically"]
+__all__ = ["write_atomically", "read_regular_file"]
 
 
 def _alive(pid: int) -> bool:
@@ -97,7 +97,7 @@ def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
             os.remove(tmp)
 
 
-def _read_regular_file(path: str) -> Tuple[BinaryIO, int]:
+def read_regular_file(path: str) -> Tuple[BinaryIO, int]:
     """(file object, size) of a regular file; anything else (a FIFO, a device, a directory)
     is refused without blocking."""
     try:

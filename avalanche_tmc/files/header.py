@@ -18,8 +18,8 @@ import struct
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .component import FORMAT, FORMAT_VERSION, KINDS, PAYLOADS, _clean, _refuse
-from .filesystem import _read_exactly, _read_regular_file
-from .signing import _metadata_sha256, _signature
+from .filesystem import _read_exactly, read_regular_file
+from .signing import hmac_signature, metadata_sha256
 
 __all__: List[str] = []  # the format's checks; storage.load_component is what reads a file
 
@@ -139,7 +139,7 @@ def _expected_layout(base: Mapping[str, Any], payload: str, layout: Mapping[str,
 
 def _read_verified(path: str, key: Optional[bytes]) -> Tuple[Dict[str, str], bytes]:
     """(header metadata, tensor bytes) of a file, bounded and checked before its tensors are read."""
-    f, size = _read_regular_file(path)
+    f, size = read_regular_file(path)
     with f:
         if size < 8:
             raise _refuse(path, f"the file has {size} bytes, too short for a safetensors header (truncated?)")
@@ -176,19 +176,25 @@ def _check_metadata(metadata: Mapping[str, str], path: str, key: Optional[bytes]
     if int(version) > FORMAT_VERSION:
         raise _refuse(path, f"it is format version {int(version)}; this avalanche-tmc reads up to {FORMAT_VERSION} "
                             "(upgrade avalanche-tmc)")
+    if int(version) == 2:
+        raise _refuse(path, "it is format version 2, written before files named the network's classes by registered "
+                            "names (version 2 recorded module paths that have since moved, so its base cannot be "
+                            f"checked); this avalanche-tmc reads format version {FORMAT_VERSION}. Write the component "
+                            "again with this version: train its experience again (avalanche-tmc train-component, or "
+                            "a strategy's component_dir) and compose the new files")
     if int(version) < FORMAT_VERSION:
         raise _refuse(path, f"it is format version {int(version)}, written before files carried an integrity hash "
                             "over their metadata; write it again with this avalanche-tmc")
     if metadata.get("kind") not in KINDS or metadata.get("payload") not in PAYLOADS:
         raise _refuse(path, f"unknown kind {_clean(repr(metadata.get('kind')))} or payload "
                             f"{_clean(repr(metadata.get('payload')))}")
-    if metadata.get("file_sha256") != _metadata_sha256(metadata):
+    if metadata.get("file_sha256") != metadata_sha256(metadata):
         raise _refuse(path, "its metadata do not match the integrity hash in its header (corrupted or edited)")
     signature = metadata.get("hmac_sha256")
     if key is not None:
         if signature is None:
             raise _refuse(path, "it is not signed, and a key was given: only files signed with that key are accepted")
-        if not hmac.compare_digest(str(signature), _signature(key, metadata["file_sha256"])):
+        if not hmac.compare_digest(str(signature), hmac_signature(key, metadata["file_sha256"])):
             raise _refuse(path, "its signature does not match the key (signed with another key, or edited)")
 
 

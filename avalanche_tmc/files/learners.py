@@ -2,7 +2,7 @@
 :class:`~avalanche_tmc.tangent.TangentModel`'s ``δ`` or an analytic head's statistics, every
 component a strategy holds, and files put back into a strategy.
 
-Strategies are reached through the :class:`~avalanche_tmc.composition.learner.ComposableLearner`
+Strategies are reached through the :class:`~avalanche_tmc.training.protocols.ComposableLearner`
 protocol only (its payload, its learned composition, its classes and settings), never
 through their types or private fields.
 """
@@ -15,17 +15,17 @@ import torch
 from torch import Tensor
 
 from ..composition.additive import AdditiveComposition
-from ..composition.learner import ComposableLearner, learner_device
 from ..composition.statistics import STAT_KEYS
 from ..tangent import TangentModel
+from ..training.protocols import ComposableLearner, learner_device, register_component_store
 from .arithmetic import _check_distinct, _merge_members, _numbers_of, compose_components
 from .bases import check_same_base, model_reference, statistics_base, tangent_base
 from .component import Component, IncompatibleComponentsError, _component
-from .storage import load_components
+from .storage import load_components, save_component
 
 __all__ = [
     "tangent_component", "statistics_component", "strategy_settings", "strategy_components", "components_for",
-    "install_composition",
+    "install_composition", "ComponentFiles",
 ]
 
 
@@ -73,7 +73,7 @@ def strategy_settings(strategy: ComposableLearner) -> Dict[str, Any]:
 def strategy_components(strategy: ComposableLearner) -> List[Component]:
     """Every component a strategy holds, in the order learned: a TMC/TME strategy's
     ``δ_t`` (kept components) or an :class:`~avalanche_tmc.AnalyticHeadStrategy`'s
-    statistics (any :class:`~avalanche_tmc.composition.learner.ComposableLearner`)."""
+    statistics (any :class:`~avalanche_tmc.training.protocols.ComposableLearner`)."""
     strategy.check_independent("save its components as files (they cannot be composed or forgotten on their own)")
     settings = strategy_settings(strategy)
     learned, classes = strategy.learned(), strategy.learned_classes()
@@ -130,7 +130,7 @@ def _check_sum(learned: AdditiveComposition, checksums: Mapping[Any, str], compo
 def install_composition(strategy: ComposableLearner, composition: Component,
                         name: str = "the strategy's model") -> None:
     """Put a composition (or component) file into ``strategy`` (a fresh
-    :class:`~avalanche_tmc.composition.learner.ComposableLearner` on the same base, checked first: ``name``
+    :class:`~avalanche_tmc.training.protocols.ComposableLearner` on the same base, checked first: ``name``
     is how messages call its model): its members, by their sum, as if learned there (kept
     only as the sum), their classes recorded; the model then evaluates the composition."""
     check_same_base(model_reference(strategy.model, name), composition)
@@ -148,3 +148,24 @@ def install_composition(strategy: ComposableLearner, composition: Component,
     strategy.replace_learned(learned)
     strategy.installed({m["experience"]: {int(t): c for t, c in m["classes"].items()} for m in composition.members})
 
+
+class ComponentFiles:
+    """The :class:`~avalanche_tmc.training.protocols.ComponentStore` of component files: what
+    a strategy's ``component_dir`` writes (one ``experience-<id>.safetensors`` per
+    component, with its base, classes and training settings) and its ``load_components``
+    reads (:func:`components_for`). Registered when this package is imported."""
+
+    def write_component(self, strategy: ComposableLearner, key: Any, tensors: Mapping[str, Tensor], weight: float,
+                        classes: Optional[Mapping], path: str, *, overwrite: bool) -> None:
+        """Write one tangent component of ``strategy`` to ``path`` (exclusively unless ``overwrite``)."""
+        component = tangent_component(strategy.model, tensors, key, weight=weight, classes=classes,
+                                      settings=strategy_settings(strategy))
+        save_component(component, path, overwrite=overwrite)
+
+    def read_components(self, strategy: ComposableLearner, paths: Union[str, Sequence[str]],
+                        learned: Collection[Any] = (), *, key: Union[None, bytes, str] = None) -> List[Component]:
+        """:func:`components_for` the strategy's model."""
+        return components_for(paths, strategy.model, learned, key=key)
+
+
+register_component_store(ComponentFiles())

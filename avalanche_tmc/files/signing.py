@@ -19,7 +19,7 @@ from typing import Mapping, Optional, Set, Union
 
 from .component import ComponentFileError, _shown
 
-__all__ = ["KEY_ENVIRONMENT", "read_key_file", "resolve_key"]
+__all__ = ["KEY_ENVIRONMENT", "read_key_file", "resolve_key", "metadata_sha256", "hmac_signature"]
 
 KEY_ENVIRONMENT = "AVALANCHE_TMC_KEY_FILE"
 """The environment variable naming a key file: used when no ``key`` argument is given."""
@@ -74,13 +74,13 @@ def resolve_key(key: Union[None, bytes, str] = None) -> Optional[bytes]:
 _SIGNED_FIELDS = ("file_sha256", "hmac_sha256")
 
 
-def _metadata_sha256(metadata: Mapping[str, str]) -> str:
+def metadata_sha256(metadata: Mapping[str, str]) -> str:
     """The integrity hash: every metadata entry (the tensors' content hash among them), in
     key order, except the hash and the signature themselves."""
     covered = {k: v for k, v in metadata.items() if k not in _SIGNED_FIELDS}
     return hashlib.sha256(json.dumps(covered, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
-def _signature(key: bytes, file_sha256: str) -> str:
+def hmac_signature(key: bytes, file_sha256: str) -> str:
     """HMAC-SHA256 of a file's integrity hash with the shared key."""
     return hmac.new(key, file_sha256.encode(), hashlib.sha256).hexdigest()

@@ -29,7 +29,7 @@ from ..composition.statistics import STAT_KEYS
 from .component import FORMAT, FORMAT_VERSION, Component, _clean, _clean_tensors, _refuse, content_sha256
 from .filesystem import write_atomically
 from .header import _check_members, _json_field, _read_verified
-from .signing import _metadata_sha256, _signature, resolve_key
+from .signing import hmac_signature, metadata_sha256, resolve_key
 
 __all__ = ["save_component", "load_component", "component_paths", "load_components"]
 
@@ -59,9 +59,9 @@ def save_component(component: Component, path: str, *, overwrite: bool = True,
         base=json.dumps(component.base), settings=json.dumps(component.settings, default=str),
         content_sha256=content_sha256(tensors),
     )
-    metadata["file_sha256"] = _metadata_sha256(metadata)
+    metadata["file_sha256"] = metadata_sha256(metadata)
     if key is not None:
-        metadata["hmac_sha256"] = _signature(key, metadata["file_sha256"])
+        metadata["hmac_sha256"] = hmac_signature(key, metadata["file_sha256"])
     data = _sorted_metadata(save(dict(tensors), metadata=metadata))
     write_atomically(path, data, overwrite=overwrite)
     return path

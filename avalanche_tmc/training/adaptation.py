@@ -26,11 +26,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from ..composition.losses import RescaledSquareLoss
 from ..composition.statistics import head_statistics, ridge_head
 from ..models.analytic import AnalyticClassifier, LayerFeatures, penultimate
 from ..tangent import TangentModel, find_head
 from .divergence import DivergenceError
+from .losses import RescaledSquareLoss
 
 __all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
            "stratified_holdout"]

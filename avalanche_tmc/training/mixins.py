@@ -121,7 +121,7 @@ class TrainingTransaction:
 
 class AllOrNothingTraining:
     """Mixin for a ``SupervisedTemplate`` subclass that is a
-    :class:`~avalanche_tmc.composition.learner.ComposableLearner`: ``train()`` refuses an
+    :class:`~avalanche_tmc.training.protocols.ComposableLearner`: ``train()`` refuses an
     experience id already learned (before any training) and runs in a
     :class:`TrainingTransaction`."""
 

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from avalanche_tmc.training.checkpoint import maybe_load_checkpoint, save_checkpoint
+from avalanche_tmc.files.checkpoint import maybe_load_checkpoint, save_checkpoint
 from tests.helpers import prepare_device, resolve_device, small_benchmark, tmc
 
 warnings.filterwarnings("ignore")

@@ -25,7 +25,7 @@ from avalanche_tmc.cli import (
     EXIT_USAGE,
     main,
 )
-from avalanche_tmc.files.signing import _metadata_sha256
+from avalanche_tmc.files.signing import metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_crafted_files_are_unusable_files(tmp_path, files, capsys):
     members = json.loads(metadata["members"])
     members[0]["experience"] = 1.0
     metadata["members"] = json.dumps(members)
-    metadata["file_sha256"] = _metadata_sha256(metadata)
+    metadata["file_sha256"] = metadata_sha256(metadata)
     (tmp_path / "float-id.safetensors").write_bytes(save(tensors, metadata=metadata))
     (tmp_path / "nested.safetensors").write_bytes(len(b"[" * 100000 + b"]" * 100000).to_bytes(8, "little")
                                                   + b"[" * 100000 + b"]" * 100000)

@@ -24,14 +24,14 @@ from avalanche.training.plugins.evaluation import EvaluationPlugin, default_eval
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from ...composition.learner import ComposableLearner
 from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
-from ...distributed import UnshardedLoaders
 from ...models.analytic import AnalyticClassifier
 from ..divergence import DivergenceError
 from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..loaders import UnshardedLoaders
 from ..mixins import AllOrNothingTraining
 from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
+from ..protocols import ComposableLearner, component_store
 
 __all__ = ["refuse_optimizer_arguments", "AnalyticHeadStrategy"]
 
@@ -252,9 +252,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         checked against this model (feature network, head type, projection, classes)
         before any is added, and signed with ``key`` if one is given (or in
         ``$AVALANCHE_TMC_KEY_FILE``); returns their experience ids."""
-        from ...files.learners import components_for
-
-        components = components_for(paths, self.model, self.statistics, key=key)
+        components = component_store().read_components(self, paths, self.statistics, key=key)
         for component in components:
             stats = OrderedDict((n, t.to(self.device)) for n, t in component.tensors.items())  # read on the CPU
             self.install_component(component.experience, stats, component.classes)

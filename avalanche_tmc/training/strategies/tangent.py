@@ -16,15 +16,15 @@ from avalanche.training.templates import SupervisedTemplate
 from torch.optim import Optimizer
 
 from ...composition.deltas import DeltaComposition
-from ...composition.learner import ComposableLearner
-from ...composition.losses import RescaledSquareLoss
-from ...distributed import UnshardedLoaders
 from ...tangent import Delta, TangentModel
+from ..loaders import UnshardedLoaders
+from ..losses import RescaledSquareLoss
 from ..metrics import default_tangent_evaluator
 from ..mixins import AllOrNothingTraining, check_train_epochs
 from ..plugins.delta_decay import DeltaDecayPlugin, check_decay
 from ..plugins.divergence import DivergenceGuardPlugin
 from ..plugins.tangent import TangentPlugin
+from ..protocols import ComposableLearner, component_store
 
 __all__ = ["DEFAULT_LR", "TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
@@ -225,16 +225,12 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         return self.tangent_plugin.composition.composed()
 
     def _write_component(self, strategy: SupervisedTemplate, key: Hashable, delta: Delta, weight: float) -> None:
-        from ...files.learners import strategy_settings, tangent_component
-        from ...files.storage import save_component
-
-        component = tangent_component(self.model, delta, key, weight=weight,
-                                      classes=self.tangent_plugin.component_classes.get(key),
-                                      settings=strategy_settings(self))
         path = os.path.join(self.component_dir, f"experience-{key}.safetensors")
         written = self.__dict__.setdefault("_written_components", set())  # (pickled before it existed: none)
         # exclusive unless asked or this strategy wrote it (a train() it rolled back): another run's file is kept
-        save_component(component, path, overwrite=getattr(self, "overwrite_components", False) or path in written)
+        component_store().write_component(self, key, delta, weight, self.tangent_plugin.component_classes.get(key),
+                                          path, overwrite=getattr(self, "overwrite_components", False)
+                                          or path in written)
         written.add(path)
 
     def load_components(self, paths: Union[str, Sequence[str]], *, key: Union[None, bytes, str] = None
@@ -250,11 +246,9 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
             another base (naming the difference), an experience already composed, a
             composition file (load its component files instead).
         """
-        from ...files.learners import components_for
-
         if self.mode == "tmc-seq":
             raise ValueError("TMC-Seq cannot be built from component files: its components are not independent.")
-        components = components_for(paths, self.model, self.tangent_plugin.composition, key=key)
+        components = component_store().read_components(self, paths, self.tangent_plugin.composition, key=key)
         for component in components:  # (read on the CPU: composed on the strategy's device)
             delta = OrderedDict((n, t.to(self.device)) for n, t in component.tensors.items())
             self.tangent_plugin.install_component(self.model, component.experience, delta, component.weight,

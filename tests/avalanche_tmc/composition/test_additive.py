@@ -12,8 +12,8 @@ import torch
 
 from avalanche_tmc import AnalyticHeadStrategy, DeltaComposition, TangentModel, TMCStrategy, compose
 from avalanche_tmc.composition.additive import AdditiveComposition, tensors_sha256
-from avalanche_tmc.composition.learner import ComposableLearner
 from avalanche_tmc.composition.statistics import StatisticsComposition, head_statistics
+from avalanche_tmc.training.protocols import ComposableLearner
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta, to_device
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load, save
 
-from avalanche_tmc import TangentModel, TMCStrategy
+from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
 from avalanche_tmc.files import content_sha256
-from avalanche_tmc.files.signing import _metadata_sha256
+from avalanche_tmc.files.signing import metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, randomize_batchnorm
 
 SEED = 100
@@ -79,7 +79,7 @@ def craft(path, out, edit=None, tensors=None, rehash=False):
     if rehash:
         metadata["content_sha256"] = content_sha256(tensors)
         metadata.pop("hmac_sha256", None)
-        metadata["file_sha256"] = _metadata_sha256(metadata)
+        metadata["file_sha256"] = metadata_sha256(metadata)
     with open(out, "wb") as f:
         f.write(save(dict(tensors), metadata=metadata))
     return str(out)
@@ -94,3 +94,32 @@ def set_entry(path, value):
             target = target[key]
         target[last] = value
     return edit
+
+
+def small_strategy(cls=TMCStrategy, width=4, seed=0, **kwargs):
+    """A tangent strategy on a fresh TinyResNet of ``width`` (seeded by ``seed``), one epoch."""
+    torch.manual_seed(seed)
+    model = TangentModel(TinyResNet(width=width, num_classes=3), num_classes=NUM_CLASSES)
+    return cls(model=model, lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
+
+
+def small_analytic(seed=0, device="cpu"):
+    """An analytic-head strategy on a fresh TinyResNet's penultimate features."""
+    torch.manual_seed(seed)
+    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+                                device=device)
+
+
+def train_unshuffled(strategy, experiences):
+    """Train ``experiences`` in order, unshuffled, each seeded by its id (as checkpoints are tested)."""
+    for exp in experiences:
+        torch.manual_seed(100 + exp.current_experience)
+        strategy.train(exp, shuffle=False)
+    return strategy
+
+
+def nothing_learned(strategy) -> bool:
+    """Nothing learned, no classes recorded, and the model's δ still zero."""
+    return (len(strategy.learned()) == 0 and not strategy.learned_classes()
+            and all(not t.any() for t in strategy.model.delta.values()))

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save, save_file
 
 import avalanche_tmc.files as cf
-from avalanche_tmc.files.signing import _metadata_sha256
+from avalanche_tmc.files.signing import metadata_sha256
 from tests.avalanche_tmc.files.common import component_bytes, craft, parts, set_entry
 from tests.helpers import NUM_CLASSES, random_delta
 
@@ -138,7 +138,7 @@ def test_malformed_files_give_component_file_errors(files, tmp_path):
     # a member list nested beyond the recursion limit, inside a metadata string
     metadata, tensors = parts(files[0])
     metadata["members"] = "[" * 100000 + "]" * 100000
-    metadata["file_sha256"] = _metadata_sha256(metadata)
+    metadata["file_sha256"] = metadata_sha256(metadata)
     (tmp_path / "deep.safetensors").write_bytes(save(tensors, metadata=metadata))
     with pytest.raises(cf.ComponentFileError, match="JSON"):
         cf.load_component(str(tmp_path / "deep.safetensors"))

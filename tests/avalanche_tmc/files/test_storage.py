@@ -56,7 +56,7 @@ def test_an_edited_file_is_refused(trained, tmp_path):
     with pytest.raises(cf.ComponentFileError, match="content hash"):
         cf.load_component(str(tmp_path / "edited.safetensors"))
     header = bytes(data[8:header_end])
-    for old, new, why in ((b'"format_version":"2"', b'"format_version":"9"', "version 9"),
+    for old, new, why in ((b'"format_version":"3"', b'"format_version":"9"', "version 9"),
                           (b'"kind":"component"', b'"kind":"evil_code"', "unknown kind")):
         assert old in header, old
         changed = header.replace(old, new)
@@ -71,7 +71,8 @@ def test_an_edited_file_is_refused(trained, tmp_path):
         cf.load_component(str(tmp_path / "missing.safetensors"))
 
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data" / "v3"
+OLD = Path(__file__).parent / "data" / "v2"
 
 
 def _tiny_net(state):
@@ -89,10 +90,10 @@ def _header_and_data(path):
     return json.loads(data[8:8 + length]), data[8 + length:]
 
 
-def test_files_written_before_the_package_split_read_and_compose_as_they_did(tmp_path):
-    """Files written at commit c0a4796 (``data/make_fixture.py``): the same tensors, the
-    same header and tensor bytes when written again (hashes and signature included), the
-    same sums, and the same bases from the same networks."""
+def test_files_of_format_3_read_and_compose_as_they_did(tmp_path):
+    """Files of format version 3 (``data/make_fixture.py``, kept in ``data/v3``): the same
+    tensors, the same header and tensor bytes when written again (hashes and signature
+    included), the same sums, and the same bases from the same networks."""
     from avalanche_tmc import AnalyticClassifier, LayerFeatures, TangentModel
 
     summary = json.loads((DATA / "expected.json").read_text())
@@ -125,8 +126,23 @@ def test_files_written_before_the_package_split_read_and_compose_as_they_did(tmp
     assert rest.experiences == [0] and rest.weight == 1.0
     for name, value in part("delta/0/").items():
         assert torch.allclose(cf.composed_delta(rest)[name], value, rtol=1e-5, atol=1e-6)
-    # the same networks today have the same bases (module classes named as recorded)
+    # the same networks today have the same bases (module classes named by their registered names)
     state = part("net/")
     assert cf.tangent_base(TangentModel(_tiny_net(state))) == summary["experience-0.safetensors"]["base"]
     head = AnalyticClassifier(LayerFeatures(_tiny_net(state), "1"), 2)
     assert cf.statistics_base(head) == summary["statistics-experience-3.safetensors"]["base"]
+    assert summary["statistics-experience-3.safetensors"]["base"]["architecture"] == "avalanche-tmc:LayerFeatures"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in OLD.glob("*.safetensors") if p.name != "expected.safetensors"))
+def test_files_of_format_2_are_refused_saying_what_to_do(name):
+    """Files of format version 2 (written at commit c0a4796, by ``data/make_fixture.py`` as of 73cedf0)
+    named their network's classes by module paths that have since moved
+    (``avalanche_tmc.analytic.LayerFeatures``): their base cannot be checked, so they are
+    refused, and the message says to write them again with this version."""
+    with pytest.raises(cf.ComponentFileError) as refused:
+        cf.load_component(str(OLD / name), key=b"fixture-key-0123456789abcdef" if name.startswith("signed") else None)
+    message = str(refused.value)
+    assert message.startswith(f"{OLD / name}: not a usable avalanche-tmc component file: it is format version 2")
+    assert f"reads format version {cf.FORMAT_VERSION}" in message and cf.FORMAT_VERSION == 3
+    assert "train its experience again" in message and message.endswith("Nothing was loaded.")

@@ -1,14 +1,16 @@
-"""Writes the fixture files of ``test_storage.py``'s old-files test with the library as it
-was before component files became a package (commit c0a4796)::
+"""Writes the fixture files of format version 3 (``v3/``) that ``test_storage.py`` reads
+as files written by an earlier version, from the checkout's library::
 
-    git archive c0a4796 avalanche_tmc avalanche_tmc_torchvision_fallback.py | tar -x -C /tmp/old
-    PYTHONPATH=/tmp/old python tests/avalanche_tmc/files/data/make_fixture.py tests/avalanche_tmc/files/data
+    python tests/avalanche_tmc/files/data/make_fixture.py tests/avalanche_tmc/files/data/v3
 
 It writes two tangent components (experiences 0 and 1), their composition, a component
 signed with :data:`KEY` (experience 2), one experience's head statistics on
-``LayerFeatures`` (experience 3, a class that moved since), and ``expected.safetensors`` /
-``expected.json``: the network, every tensor the files hold, the composition's sum and
-``δ``, each file's SHA-256 and base. Kept as it ran; never run by the tests.
+``LayerFeatures`` (experience 3, a class of this library: recorded by its registered
+name), and ``expected.safetensors`` / ``expected.json``: the network, every tensor the
+files hold, the composition's sum and ``δ``, each file's SHA-256 and base. Kept as it ran;
+never run by the tests. ``v2/`` holds the files of format version 2, written at commit
+c0a4796 by this script as it was then (``git show 73cedf0:tests/avalanche_tmc/files/data/make_fixture.py``):
+this library refuses them, saying what to do.
 """
 
 import hashlib
@@ -34,9 +36,9 @@ def tiny_net() -> nn.Module:
 
 def main(out: str) -> None:
     import avalanche_tmc
-    from avalanche_tmc import component_files as cf
-    from avalanche_tmc.analytic import AnalyticClassifier, LayerFeatures
+    from avalanche_tmc import files as cf
     from avalanche_tmc.composition.statistics import head_statistics
+    from avalanche_tmc.models.analytic import AnalyticClassifier, LayerFeatures
     from avalanche_tmc.tangent import TangentModel
 
     print("library:", os.path.dirname(avalanche_tmc.__file__))

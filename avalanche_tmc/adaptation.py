@@ -1,5 +1,0 @@
-"""Deprecated: moved to avalanche_tmc.training.adaptation and avalanche_tmc.training.strategies.adapt_then_compose
-(this path goes away in avalanche-tmc 0.3.0)."""
-from avalanche_tmc._compat import moved_module_getattr
-
-__getattr__ = moved_module_getattr(__name__)

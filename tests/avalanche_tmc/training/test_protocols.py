@@ -1,0 +1,78 @@
+"""Strategies reach component files through the registered component store only (issue 32:
+``training/`` imports neither ``files/`` nor ``distributed.py``): what a strategy's
+``component_dir`` writes and its ``load_components`` reads go through whichever store is
+registered, the files package registers its own, and without one the strategy says what
+to do."""
+
+from collections import OrderedDict
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from avalanche_tmc.files.learners import ComponentFiles
+from avalanche_tmc.training import protocols
+from tests.helpers import small_benchmark, tmc, train_seeded
+
+
+class RecordingStore:
+    """A store that keeps what it is given in memory and gives it back."""
+
+    def __init__(self):
+        self.written = {}
+
+    def write_component(self, strategy, key, tensors, weight, classes, path, *, overwrite):
+        self.written[key] = dict(tensors={n: t.detach().clone() for n, t in tensors.items()}, weight=weight,
+                                 classes=classes, path=path, overwrite=overwrite)
+
+    def read_components(self, strategy, paths, learned, *, key=None):
+        return [SimpleNamespace(experience=k, tensors=OrderedDict(w["tensors"]), weight=w["weight"],
+                                classes={int(t): sorted(c) for t, c in w["classes"].items()})
+                for k, w in sorted(self.written.items()) if w["path"] in paths]
+
+
+def test_the_files_package_registers_the_component_files():
+    assert isinstance(protocols.component_store(), ComponentFiles)
+
+
+def test_a_strategy_writes_and_reads_its_components_through_the_registered_store(monkeypatch, tmp_path):
+    store = RecordingStore()
+    monkeypatch.setattr(protocols, "_STORES", [])
+    protocols.register_component_store(store)
+    bm = small_benchmark(n_experiences=2)
+    trained = train_seeded(tmc(component_dir=str(tmp_path)), bm.train_stream)
+    assert sorted(store.written) == [0, 1]
+    for key, written in store.written.items():  # what the strategy composed, as it composed it
+        assert written["path"] == str(tmp_path / f"experience-{key}.safetensors") and not written["overwrite"]
+        assert all(torch.equal(written["tensors"][n], t) for n, t in trained.components[key].items())
+        assert written["weight"] == trained.learned().weights[key]
+    assert not list(tmp_path.iterdir())  # nothing reached the disk: the strategy knows no files
+    rebuilt = tmc()
+    assert rebuilt.load_components([w["path"] for w in store.written.values()]) == [0, 1]
+    for name, value in trained.composed_delta.items():
+        assert torch.allclose(rebuilt.composed_delta[name], value, rtol=1e-6, atol=1e-7), name
+
+
+def test_without_a_store_a_strategy_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr(protocols, "_STORES", [])
+    with pytest.raises(RuntimeError, match=r"import avalanche_tmc\.files"):
+        tmc().load_components(str(tmp_path))
+    with pytest.raises(TypeError, match="does not implement ComponentStore"):
+        protocols.register_component_store(object())
+
+
+@pytest.mark.integration
+def test_a_strategy_imported_from_avalanche_tmc_comes_with_the_component_files():
+    """In a fresh process nothing but ``from avalanche_tmc import TMCStrategy`` (the
+    documented import) is needed for component_dir and load_components."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from avalanche_tmc import TMCStrategy\n"
+            "from avalanche_tmc.training.protocols import component_store\n"
+            "print(type(component_store()).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ComponentFiles"
