@@ -8,7 +8,7 @@ forgotten exactly: ``forget(3)`` gives the model of a run that never saw experie
 which the example trains too and compares. Data: scikit-learn's digits in 5
 class-incremental experiences (``avalanche_tmc.factories:digits``).
 
-Run: ``python -m examples.adapt_then_compose`` (about 15 s on 2 CPU cores).
+Run: ``python -m examples.adapt_then_compose`` (about 25 s of CPU time).
 """
 
 from typing import Dict

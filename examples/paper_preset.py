@@ -9,7 +9,7 @@ epoch, one seed, TMC only. It prints the runner's own output and the composed mo
 accuracy read back from the results file. The numbers mean nothing (random weights, generated
 images): the example shows the command and the files, not a result.
 
-Run: ``python -m examples.paper_preset [--workdir DIR]`` (about 30 s on 2 CPU cores); the
+Run: ``python -m examples.paper_preset [--workdir DIR]`` (about 20 s of CPU time); the
 runner's command it runs is printed first.
 """
 

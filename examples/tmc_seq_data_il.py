@@ -9,7 +9,7 @@ zero and composes them. Both use the RSL target ``beta=5``, the data-incremental
 It prints each method's accuracy on the whole test set after every experience.
 
 Run: ``python -m examples.tmc_seq_data_il [--epochs 2] [--methods tmc-seq,tmc]`` (about
-20 s on 2 CPU cores per method).
+30 s of CPU time for one method).
 """
 
 import argparse

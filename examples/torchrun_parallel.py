@@ -10,7 +10,7 @@ Without torchrun the same script trains the experiences one after the other in o
 the composition is the same (``tests/examples/test_torchrun_parallel.py`` compares the two).
 
 Run: ``torchrun --standalone --nproc_per_node=2 -m examples.torchrun_parallel [--out FILE]``
-(or ``python -m torch.distributed.run ...``; about 20 s on 2 CPU cores), or
+(or ``python -m torch.distributed.run ...``; about 25 s of CPU time), or
 ``python -m examples.torchrun_parallel`` for the sequential run.
 """
 

@@ -12,7 +12,8 @@ The composition equals the one trained in memory (``tests/examples/test_two_silo
 trains the same experiences with ``TMCStrategy`` and checks the composed file against it).
 
 Run: ``python -m examples.two_silos_cli [--workdir DIR] [--epochs 2]`` (a temporary folder
-by default; about 30 s on 2 CPU cores, most of it three start-ups of Avalanche).
+by default; about a minute of CPU time, most of it three start-ups of Avalanche and of the
+CNN's pre-training; the two silos run at once).
 """
 
 import argparse
