@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.plugins.composition import CompositionPlugin
     from .training.plugins.delta_decay import DECAY_KINDS, NORM_DECAY_EPSILON, DeltaDecayPlugin
     from .training.plugins.divergence import DivergenceGuardPlugin, LossIncreaseWarning
+    from .training.plugins.progress import ProgressPlugin
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
     from .training.protocols import ComposableLearner
@@ -143,6 +144,7 @@ __all__ = [
     "CompositionPlugin",
     "AutocastPlugin",
     "DeltaDecayPlugin",
+    "ProgressPlugin",
     "DECAY_KINDS",
     "NORM_DECAY_EPSILON",
     "TMCStrategy",

@@ -244,3 +244,38 @@ def to_device(tensors, device):
 def to_cpu(tensors):
     """A mapping of tensors (or one tensor) on the CPU, to compare with CPU references."""
     return to_device(tensors, "cpu")
+
+
+# ---------------------------------------------------------------------------- examples
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_example(*command: str, timeout: float = 300) -> str:
+    """Run an example as its docstring says a user runs it (``python -m examples.NAME ARGS``,
+    or ``python -m torch.distributed.run ... -m examples.NAME``: pass ``command`` after
+    ``python``) from the checkout; its stdout, after checking that it exited 0."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_WAIT_POLICY="PASSIVE"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def examples_digits_accuracy(delta) -> Tuple[float, int]:
+    """Accuracy (and test images) of the installed digits CNN with ``delta`` on the test
+    stream of the installed digits benchmark: what the examples on the default factories report."""
+    from torch.utils.data import DataLoader
+
+    from avalanche_tmc.factories import digits, digits_cnn
+
+    model = TangentModel(digits_cnn()).eval()
+    right = total = 0
+    with torch.no_grad():
+        for exp in digits().test_stream:
+            for x, y, *_ in DataLoader(exp.dataset, batch_size=256):
+                right += int((model.forward_with(x, delta).argmax(1) == y).sum())
+                total += len(y)
+    return right / total, total

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save
 
 import avalanche_tmc.files as cf
-from avalanche_tmc import TangentModel, cli
+from avalanche_tmc import TangentModel
 from avalanche_tmc.cli import (
     EXIT_BAD_FILE,
     EXIT_FACTORY,
@@ -25,6 +25,7 @@ from avalanche_tmc.cli import (
     EXIT_USAGE,
     main,
 )
+from avalanche_tmc.cli import compose as compose_command
 from avalanche_tmc.files.signing import metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
@@ -99,7 +100,8 @@ def test_an_output_created_meanwhile_is_not_overwritten(tmp_path, files, monkeyp
     Here the other writer wins in the window between the check and the write."""
     out = tmp_path / "composed.safetensors"
     out.write_bytes(b"the other writer's file")
-    monkeypatch.setattr(cli, "_check_output", lambda path, overwrite: None)  # the check passed before it appeared
+    # the check passed before it appeared
+    monkeypatch.setattr(compose_command, "check_output", lambda path, overwrite: None)
     assert main(["compose", str(files), "--out", str(out)]) == EXIT_INCOMPATIBLE
     assert "exists" in capsys.readouterr().err and out.read_bytes() == b"the other writer's file"
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]

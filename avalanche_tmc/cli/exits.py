@@ -1,0 +1,77 @@
+"""The command line's exit codes, its two errors, and the mapping from an error to its code."""
+
+import sys
+from typing import Optional, Tuple
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY",
+           "EXIT_TRAINING", "EXIT_PIPE", "EXIT_INTERRUPTED", "EXIT_CODES", "FactoryError", "UsageError", "exit_code"]
+
+EXIT_OK = 0
+"""Success."""
+EXIT_ERROR = 1
+"""An unexpected error (a bug: the traceback is printed; please report it)."""
+EXIT_USAGE = 2
+"""A bad command line: unknown command or option, a missing argument, a value out of its
+range, an experience id the data does not have, an ``--out`` that cannot be written or that
+is one of the input files (``compose``, ``forget``: the same file by any path)."""
+EXIT_BAD_FILE = 3
+"""A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
+EXIT_INCOMPATIBLE = 4
+"""Files that do not combine: another base model, head size or linearized set, an
+experience twice, the same content under two experience ids, files trained with different
+``--weighting`` (``compose`` without ``--mixed-weighting``), forgetting a file that is not
+in the composition; or an output file that exists (without ``--overwrite``), also one that
+another process created while this one worked: of two writers exactly one succeeds."""
+EXIT_FACTORY = 5
+"""The model or data factory cannot be imported, fails, or rejects an ``--option``."""
+EXIT_TRAINING = 6
+"""Training failed: it diverged, or a rank of a parallel (torchrun) run failed; or the
+process group could not be set up (an incomplete launcher environment)."""
+EXIT_PIPE = 141
+"""The output pipe was closed by the reader (``| head``): exits quietly (128 + SIGPIPE)."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C): 128 + SIGINT."""
+
+EXIT_CODES = """exit codes:
+  0  success
+  1  unexpected error (a bug; the traceback is printed)
+  2  bad command line (unknown option, missing argument, a value out of range, unknown experience
+     id, an --out that cannot be written or that is one of the input files)
+  3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
+  4  files that do not combine (other base model, head size or linearized set; an experience
+     twice; the same content under two ids; different --weighting without --mixed-weighting;
+     forgetting a file that is not in the composition); or an --out that exists, also one created
+     by another process meanwhile (without --overwrite)
+  5  the model or data factory cannot be imported, fails or rejects an --option
+  6  training failed (diverged, or a rank of a torchrun run failed) or the torchrun set-up failed
+     (e.g. WORLD_SIZE set without torchrun)
+141  the output pipe was closed (e.g. '| head'): nothing more is printed"""
+"""The exit codes as every ``--help`` lists them."""
+
+
+class FactoryError(RuntimeError):
+    """The model or data factory could not be imported or called."""
+
+
+class UsageError(ValueError):
+    """A command line that parses but cannot be carried out (exit code 2)."""
+
+
+def _training_errors() -> Tuple[type, ...]:
+    """``DivergenceError`` (raised by every learner whose training diverges: tangent, analytic
+    head, adaptation) and ``ParallelTrainingError``, from their modules if a command imported
+    them (an error of a module never imported cannot occur, and importing them would cost
+    compose, forget and inspect Avalanche's start-up of several seconds)."""
+    return tuple(getattr(sys.modules[module], name) for module, name in (
+        ("avalanche_tmc.training.divergence", "DivergenceError"),
+        ("avalanche_tmc.distributed", "ParallelTrainingError")) if module in sys.modules)
+
+
+def exit_code(error: BaseException) -> Optional[int]:
+    """The documented exit code of ``error``, or None for an unexpected one (a bug)."""
+    from ..files import ComponentExistsError, ComponentFileError, IncompatibleComponentsError
+
+    failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
+                ((IncompatibleComponentsError, ComponentExistsError), EXIT_INCOMPATIBLE),
+                (FactoryError, EXIT_FACTORY), (_training_errors(), EXIT_TRAINING))
+    return next((code for kinds, code in failures if isinstance(error, kinds)), None)

@@ -1,0 +1,42 @@
+"""The ``avalanche-tmc`` argument parser: the program's description, then one subparser per
+command, each registered by its own module."""
+
+import argparse
+import textwrap
+from types import ModuleType
+from typing import Dict
+
+from . import compose, evaluate, forget, inspect, train_component
+from .exits import EXIT_CODES
+
+__all__ = ["COMMANDS", "build_parser"]
+
+COMMANDS: Dict[str, ModuleType] = {module.NAME: module for module in (train_component, compose, forget, inspect,
+                                                                       evaluate)}
+"""Command name -> its module (``register(commands)`` adds its subparser, ``run(args)`` runs it)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``avalanche-tmc`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="avalanche-tmc", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(
+                    "Train tangent components (or head statistics) one experience at a time, in separate places, "
+                    "and compose, forget, inspect and evaluate them as safetensors files. The network and the data "
+                    "come from --model and --data factories ('module:function', called with the --model-option "
+                    "and --data-option pairs); the defaults are installed and offline: scikit-learn's digits in 5 "
+                    "class-incremental experiences and a small CNN pre-trained on other digits "
+                    "(avalanche_tmc.factories:digits_cnn and :digits). avalanche_tmc.factories also has Avalanche's "
+                    "classic benchmarks on local files (split_mnist, split_fmnist, split_cifar10, split_cifar100) "
+                    "and torchvision/timm backbones.", 88),
+        epilog="example (two silos and a composer):\n"
+               "  avalanche-tmc train-component --experience 0 --out silo_a/\n"
+               "  avalanche-tmc train-component --experience 1 2 --out silo_b/\n"
+               "  avalanche-tmc compose silo_a silo_b --out composed.safetensors\n"
+               "  avalanche-tmc evaluate composed.safetensors\n"
+               "  avalanche-tmc forget composed.safetensors silo_b/experience-2.safetensors --out rest.safetensors\n"
+               "\n'avalanche-tmc COMMAND --help' describes each command.\n\n" + EXIT_CODES)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS.values():
+        module.register(commands)
+    return parser
