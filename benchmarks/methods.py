@@ -13,6 +13,8 @@ its strategy, together with
   alone, and the row its accuracies are reported under (when that row is requested);
 * ``joint``: trained once on the whole stream (a paragon);
 * ``family``: whose tuned learning rate and epochs it trains with (:data:`FAMILIES`);
+* ``task_aware``: its training reads task labels, so a task-IL column trains it again on
+  the task-labelled split instead of evaluating its class-IL training under the mask;
 * ``describe``: what the trained strategy chose for itself (printed and written with the
   results), for methods that tune something internally.
 
@@ -156,6 +158,10 @@ class MethodGroup:
     joint: bool = False  # trained once on the whole stream
     family: str = "non-linear"  # one of FAMILIES
     describe: Optional[Callable[[SupervisedTemplate], str]] = None
+    # its training reads task labels (Avalanche's LwF distils per task; JointTraining's loader
+    # balances tasks): a task-IL column trains it on the task-labelled split rather than
+    # evaluating its class-IL training under the task mask (benchmarks/task_il.py)
+    task_aware: bool = False
 
     @property
     def row_names(self) -> Tuple[str, ...]:
@@ -176,6 +182,7 @@ def register_method(
     joint: bool = False,
     family: str = "non-linear",
     describe: Optional[Callable[[SupervisedTemplate], str]] = None,
+    task_aware: bool = False,
 ) -> Callable[[Builder], Builder]:
     """Decorator: register the strategy builder of method group ``name`` and its ``rows``.
 
@@ -195,7 +202,7 @@ def register_method(
 
     def decorator(build: Builder) -> Builder:
         _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint, family,
-                                    describe)
+                                    describe, task_aware)
         _ROWS.update((row.name, row) for row in rows)
         if joint:
             _JOINT_ROWS.extend(names)
@@ -438,7 +445,7 @@ def _analytic(head: str, projection: bool) -> Builder:
     return build
 
 
-def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -> None:
+def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, task_aware: bool = False) -> None:
     """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``)
     as a one-row group; ``tangent``: trained with the tangent learning rate."""
     if row.name not in BUILTIN_METHODS:
@@ -452,7 +459,8 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False) -
         return make_builtin_strategy(row.name, model=net, lr=cfg.lr_tangent if tangent else cfg.lr,
                                      mem_size=cfg.mem_size, beta=cfg.beta, **extra, **common)
 
-    register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear")(build)
+    register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear",
+                    task_aware=task_aware or joint)(build)
 
 
 # ------------------------------------------------------------------------ registry
@@ -584,7 +592,7 @@ _BUFFER_COST = "O(1) + buffer 300"
 _PARAGON = "all data at once (paragon)"
 _register_builtin(Row("naive", "Naive", "O(1)"))
 _register_builtin(Row("er", "ER", _BUFFER_COST, replay="300 samples"))
-_register_builtin(Row("lwf", "LwF", "O(1)"))
+_register_builtin(Row("lwf", "LwF", "O(1)"), task_aware=True)
 _register_builtin(Row("ewc", "EWC", "O(1), 2x params"))
 _register_builtin(Row("der", "DER", _BUFFER_COST, replay="300 samples + logits"))
 _register_builtin(Row("joint", "Joint", "O(1)", replay=_PARAGON), joint=True)

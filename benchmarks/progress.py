@@ -34,6 +34,10 @@ class EpochProgressPlugin(SupervisedPlugin):
         self.seconds = 0.0
         self._start = 0.0
         self._images = 0
+        self._experience_epochs = 0
+
+    def before_training_exp(self, strategy: Any, **kwargs: Any) -> None:
+        self._experience_epochs = 0
 
     def before_training_epoch(self, strategy: Any, **kwargs: Any) -> None:
         self._start, self._images = time.perf_counter(), 0
@@ -44,9 +48,10 @@ class EpochProgressPlugin(SupervisedPlugin):
     def after_training_epoch(self, strategy: Any, **kwargs: Any) -> None:
         elapsed = time.perf_counter() - self._start
         self.epochs_done += 1
+        self._experience_epochs += 1  # not Avalanche's clock: it may count this epoch already or not yet
         self.seconds += elapsed
         left = max(0, self.total_epochs - self.epochs_done) * self.seconds / self.epochs_done
         experience = strategy.experience.current_experience if strategy.experience is not None else "-"
-        print(f"  {self.label} exp {experience} epoch {strategy.clock.train_exp_epochs + 1}/{strategy.train_epochs}: "
+        print(f"  {self.label} exp {experience} epoch {self._experience_epochs}/{strategy.train_epochs}: "
               f"{self._images / max(elapsed, 1e-9):.0f} img/s, epoch {format_seconds(elapsed)}, "
               f"ETA {format_seconds(left)}", file=self.stream or sys.stdout, flush=True)

@@ -347,15 +347,20 @@ def markdown_table(rows: Sequence[Row]) -> str:
 
 
 def _reuse_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
-    """One line per run whose rows were evaluated from another scenario's training."""
+    """One line per run whose rows were evaluated from another scenario's training, naming
+    the rows trained for the run itself (their training reads task labels)."""
     lines = []
     for run in runs:
-        sources = {str(r["trained_in"]) for r in rows if run_key(r) == run and r.get("trained_in")}
+        in_run = [r for r in rows if run_key(r) == run and r["model"] == COMPOSED]
+        sources = {str(r["trained_in"]) for r in in_run if r.get("trained_in")}
+        own = order_methods({str(r["method"]) for r in in_run if not r.get("trained_in")})
         for source in sorted(sources):
             other = run_label((run[0], source, run[2], run[3]))
-            lines.append(f"- {run_label(run)}: every row is {other}'s training, evaluated with each test sample's "
+            lines.append(f"- {run_label(run)}: the rows are {other}'s training, evaluated with each test sample's "
                          "prediction restricted to the classes of its task (the task label is known at test time; "
-                         "no method reads it to train, so training again with task labels gives the same models)")
+                         "those methods do not read it to train, so training again with task labels gives the same "
+                         "models)" + (f", except {', '.join(method_info(m)[0] for m in own)}, whose training reads "
+                                      "task labels: trained on this split" if own else ""))
     return lines
 
 

@@ -328,6 +328,8 @@ def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:
     """``run`` with command-line ``overrides``: ``--epochs`` sets every family's epochs, and
     a run's tuned values and ``tuned_by`` note are dropped once a flag changes what was tuned."""
     run = dict(run, **overrides)
+    if overrides.get("scenario", "class") != "class" and "task_il" not in overrides:
+        run["task_il"] = False  # the preset's class-IL run evaluates task-IL too; another scenario cannot
     if "epochs" in overrides:
         run.pop("tangent_epochs", None)
     if any(k in overrides for k in _UNTUNES):
@@ -668,6 +670,10 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
                        shards=run.shards)
     task_stream = task_test_stream(train, test, run.tasks, seed=options.data_seed,
                                    class_order=run.class_order) if run.task_il else None
+    # groups whose training reads task labels (LwF, joint training) train the task-IL column themselves
+    task_run = run.replace(scenario="task", task_il=False) if run.task_il else None
+    task_bm = make_scenario("task", train, test, run.tasks, seed=options.data_seed, class_order=run.class_order) \
+        if any(group.task_aware for group, _ in groups) and task_run is not None else None
     cached = str(run.freeze_until).lower() not in ("none", "")
     loader = {} if cached else loader_options(options)  # cached features are tensors: no decoding to share
     show_progress = options.progress if options.progress is not None else not cached
@@ -701,30 +707,35 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     base_row = dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, backbone=run.backbone,
                     regime=regime_label(run.freeze_until), trained_params=trained,
                     tuned="yes" if trials else (run.tuned_by or "no"))
-    tasks = sorted(((seed, group, rows) for seed in run.seeds for group, rows in groups),
-                   key=lambda t: -_GROUP_COST.get(t[1].name, 1))
+    pieces = [(seed, group, rows, run) for seed in run.seeds for group, rows in groups]
+    if task_bm is not None:
+        pieces += [(seed, group, rows, task_run) for seed in run.seeds for group, rows in groups if group.task_aware]
+    order = {(seed, group.name, piece_run.scenario): i for i, (seed, group, _, piece_run) in enumerate(pieces)}
+    tasks = sorted(pieces, key=lambda t: -_GROUP_COST.get(t[1].name, 1))
 
     def do(task) -> List[Dict[str, Any]]:
-        seed, group, rows = task
+        seed, group, rows, piece_run = task
         seed_cfg = replace(cfg, seed=seed)
-        progress = _progress_path(progress_dir, progress_key(run, options, seed), group)
+        progress = _progress_path(progress_dir, progress_key(piece_run, options, seed), group)
         done = None if options.restart else _load_progress(progress)
         if done is not None:
             print(f"  seed {seed} {'+'.join(rows):18s} finished by an earlier run: kept from {progress} "
                   "(--restart to retrain)", flush=True)
             return done
-        group_rows = run_group(group, rows, bm, top, seed_cfg,
-                               dict(base_row, seed=seed, **_hyper_parameters(group, seed_cfg)),
-                               os.path.join(out_dir, "logs", run.label, f"seed{seed}"), verbose=options.verbose,
+        own_task_run = piece_run.scenario == "task" and task_bm is not None  # (a copy in a job's process)
+        group_rows = run_group(group, rows, task_bm if own_task_run else bm, top, seed_cfg,
+                               dict(base_row, scenario=piece_run.scenario, seed=seed,
+                                    **_hyper_parameters(group, seed_cfg)),
+                               os.path.join(out_dir, "logs", piece_run.label, f"seed{seed}"), verbose=options.verbose,
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
-                               progress=show_progress, task_stream=task_stream)
+                               progress=show_progress,
+                               task_stream=None if own_task_run or group.task_aware else task_stream)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
     done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic)
-    order = {(seed, group.name): i for i, (seed, (group, _)) in enumerate(
-        (seed, g) for seed in run.seeds for g in groups)}
-    results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name)])
+    results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name,
+                                                                                  td[0][3].scenario)])
                for row in rows]
     grid = TuningGrid.from_dict(run.tune or {}) if trials else None
     trial_rows = [dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, regime=base_row["regime"],

@@ -3,13 +3,16 @@
 In the task-incremental scenario the classes are split as in the class-incremental one and
 the task label is known at test time: every prediction is restricted to the classes of its
 sample's task (:class:`avalanche_tmc.TaskMaskPlugin`, the paper's section 4.3: "we can
-restrict the model predictions to that of the given task during evaluation"). No strategy
-of the comparison reads task labels to train — the mask acts at evaluation only — so the
-task-IL numbers of a class-IL run come from evaluating its trained strategies under the
-mask (:func:`task_masked`), as Mammoth reports Class-IL and Task-IL from one training,
-instead of training everything again (``RunConfig.task_il``; the result rows say
-``trained_in="class"``). ``tests/benchmarks/test_task_il.py`` checks that this gives the
-numbers of a task-IL run trained from scratch, and a hand-masked evaluation.
+restrict the model predictions to that of the given task during evaluation"). Most
+strategies of the comparison do not read task labels to train — the mask acts at
+evaluation only — so their task-IL numbers in a class-IL run come from evaluating the
+trained strategies under the mask (:func:`task_masked`), as Mammoth reports Class-IL and
+Task-IL from one training, instead of training again (``RunConfig.task_il``; the result
+rows say ``trained_in="class"``). The groups whose training does read them
+(``MethodGroup.task_aware``: Avalanche's LwF distils per task, ``JointTraining``'s loader
+balances tasks) are trained on the task-labelled split. ``tests/benchmarks/test_task_il.py``
+checks that every row gives the numbers of a task-IL run trained from scratch, and a
+hand-masked evaluation.
 """
 
 import contextlib

@@ -444,7 +444,7 @@ def test_the_main_job_table_has_a_column_per_scenario_and_a_cell_per_promised_ro
             if method in promised[scenario]:
                 assert cell.strip("*").startswith("52.0 ± 1.6"), cell
     table = markdown_table(rows)
-    assert "- T-d (5 tasks, from blocks.4): every row is C-d (5 tasks, from blocks.4)'s training" in table
+    assert "- T-d (5 tasks, from blocks.4): the rows are C-d (5 tasks, from blocks.4)'s training" in table
     timing = parse_table(timing_table(rows).split("\n\n", 1)[1])[1]
     assert timing["TMC"]["T-d (5 tasks, from blocks.4)"].startswith("C-IL's / ")
     assert timing["TMC"]["C-d (5 tasks, from blocks.4)"] == "8 / 0"
