@@ -38,8 +38,9 @@ data: /usr/share/datasets/fashion-mnist $(EMOJI_PREFIX)/node_modules/@iconify-js
 $(EMOJI_PREFIX)/node_modules/@iconify-json/noto/icons.json:
 	npm install --silent --prefix $(EMOJI_PREFIX) --no-audit --no-fund $(EMOJI_SETS)
 
-# The main job: the offline class- and data-incremental comparison, 3 seeds (17 min measured
-# on an idle 2-core machine; the per-method seconds are in docs/results/offline/results.md).
+# The main job: the offline class-, task- and data-incremental comparison, 5 seeds (the
+# per-method seconds of a run are in results/offline/results.md; the earlier 3-seed,
+# two-scenario job took 17 min on an idle 2-core machine, see docs/results.md).
 demo: install
 	$(PY) -m benchmarks.run --preset offline
 

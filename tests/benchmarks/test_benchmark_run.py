@@ -73,7 +73,7 @@ def test_offline_main_job(tmp_path):
 
 
 def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path, monkeypatch):
-    args = TINY + ["--scenario", "class", "--methods", "tmc,joint"]
+    args = TINY + ["--scenario", "class", "--no-task-il", "--methods", "tmc,joint"]  # two method groups
     uninterrupted = run.main(args + ["--out", str(tmp_path / "whole")])
 
     out = str(tmp_path / "interrupted")
