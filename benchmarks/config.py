@@ -1,6 +1,6 @@
 """The runner's configuration, typed: one :class:`RunConfig` per run and one :class:`Options`
 for the whole invocation, built once from the preset and the command line by
-:func:`benchmarks.run.resolve`; nothing below ``main`` reads argparse state.
+:func:`benchmarks.run_args.resolve`; nothing below ``main`` reads argparse state.
 
 :func:`train_config` is the one place a :class:`~benchmarks.methods.TrainConfig` (what a
 strategy trains with) is made from them.

@@ -49,7 +49,7 @@ def machine_spread(rows_a: Sequence[Row], rows_b: Sequence[Row], name_a: str, na
 
 def write_spread_csv(rows: Sequence[Row], path: Path) -> Path:
     """Write :func:`machine_spread`'s rows (:data:`SPREAD_COLUMNS`)."""
-    from benchmarks.report import _write_dict_csv
+    from benchmarks.results_io import _write_dict_csv
 
     return _write_dict_csv(rows, path, SPREAD_COLUMNS)
 
@@ -68,7 +68,8 @@ def read_spread_csv(path: Path) -> List[Dict[str, object]]:
 def spread_table(rows: Sequence[Row]) -> str:
     """Methods (rows) by run (columns): the mean final accuracy on each machine and the
     largest per-seed difference, in points."""
-    from benchmarks.report import _md_row, method_info, order_methods, run_label
+    from benchmarks.results_io import method_info, order_methods, run_label
+    from benchmarks.tables import _md_row
 
     runs: List[Tuple[str, str, int, str]] = list(dict.fromkeys(
         (str(r["dataset"]), str(r["scenario"]), int(r["tasks"]), str(r["regime"])) for r in rows))  # type: ignore
@@ -92,7 +93,7 @@ def spread_table(rows: Sequence[Row]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> Path:
     """Compare two results files and write the spread CSV."""
-    from benchmarks.report import read_csv
+    from benchmarks.results_io import read_csv
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.machines", description=__doc__.split("\n\n")[0])
     p.add_argument("results_a")

