@@ -83,7 +83,7 @@ from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
 from .composition.additive import AdditiveComposition
-from .training.forgetting import dependent_plugin_names
+from .training.exact_forgetting import dependent_plugin_names
 from .training.mixins import check_new_experience_ids
 from .training.protocols import ComposableLearner, learner_device
 

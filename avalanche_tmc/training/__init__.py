@@ -13,7 +13,7 @@
 * :mod:`.losses`: the Rescaled Square Loss;
 * :mod:`.divergence`: :class:`~avalanche_tmc.training.divergence.DivergenceError`, raised by
   every learner whose training diverges;
-* :mod:`.forgetting`: the checks that keep ``forget`` exact (replay, distillation);
+* :mod:`.exact_forgetting`: the checks that keep ``forget`` exact (replay, distillation);
 * :mod:`.adaptation`: adapting a feature network once before it is frozen;
 * :mod:`.metrics`: loss metrics named for their loss (resuming a run is
   :mod:`avalanche_tmc.files.learned` and :mod:`avalanche_tmc.files.checkpoint`).

@@ -25,7 +25,7 @@ import torch
 from ...composition.deltas import DeltaComposition
 from ...composition.ensemble import log_softmax_ensemble
 from ...tangent import Delta, TangentModel
-from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..mixins import AllOrNothingTraining, TrainingTransaction, check_new_experience_ids
 from .composition import CompositionPlugin
 from .task_mask import experience_task_classes

@@ -27,7 +27,7 @@ from torch import nn
 from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
 from ...models.analytic import AnalyticClassifier
 from ..divergence import DivergenceError
-from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..loaders import UnshardedLoaders
 from ..mixins import AllOrNothingTraining
 from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
@@ -260,7 +260,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:
         """Remove an experience exactly and re-solve the head. Refused, unless ``inexact=True``,
-        when it would not be exact (see :func:`~avalanche_tmc.training.forgetting.check_forget`); its
+        when it would not be exact (see :func:`~avalanche_tmc.training.exact_forgetting.check_forget`); its
         samples are purged from ``ReplayPlugin``'s buffer."""
         check_forget(exp_id, self.statistics.keys, self._replayed, self, self._replay_groups.get(exp_id, {}), inexact)
         self.statistics.forget(exp_id, stats)
