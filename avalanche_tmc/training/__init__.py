@@ -4,7 +4,7 @@
   plugin, the divergence guard);
 * :mod:`.strategies`: the tangent strategies (TMC, TME, TMC-Seq), the analytic-head
   strategy and adapt-then-compose, each a ``SupervisedTemplate`` with its plugins;
-* :mod:`.mixins`: the one rollback mechanism (all-or-nothing ``train()``), and
+* :mod:`.rollback`: the one rollback mechanism (all-or-nothing ``train()``), and
   :mod:`.loaders`, data loaders that never shard an experience over processes;
 * :mod:`.protocols`: every protocol of a strategy, typed: what the rollback needs, what
   files and processes use a strategy through (``ComposableLearner``), and the component

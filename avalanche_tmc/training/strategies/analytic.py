@@ -29,9 +29,9 @@ from ...models.analytic import AnalyticClassifier
 from ..divergence import DivergenceError
 from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..loaders import UnshardedLoaders
-from ..mixins import AllOrNothingTraining
 from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
 from ..protocols import ComposableLearner, component_store
+from ..rollback import AllOrNothingTraining
 
 __all__ = ["refuse_optimizer_arguments", "AnalyticHeadStrategy"]
 
@@ -63,7 +63,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
     id already learned is refused before the pass, and on any exception (a
     :class:`~avalanche_tmc.training.divergence.DivergenceError` for non-finite features
     included) the statistics, the head and the task classes are as before the call
-    (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
+    (:class:`~avalanche_tmc.training.rollback.TrainingTransaction`).
 
     Plugin callbacks: nothing is back-propagated and there is no optimizer, so the
     ``before_backward``, ``after_backward``, ``before_update`` and ``after_update`` callbacks
