@@ -12,7 +12,7 @@ from .._ops import add_tangents
 from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
-from .linear import bind
+from .conv_linear import bind
 from .pairs import pair_buffer, wants_pair
 
 __all__ = ["softmax", "attention_rule", "AttentionTangent", "scaled_dot_product_attention"]

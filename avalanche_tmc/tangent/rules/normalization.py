@@ -11,8 +11,8 @@ from torch import Tensor, nn
 from .._ops import add_tangents, needs_grad, resolve_attr
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
 from .activations import activation_in_place, activation_kwargs
+from .conv_linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
 from .layernorm import layer_norm_tangent
-from .linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
 
 __all__ = [
     "batchnorm_rule", "layer_norm_rule", "FOLD_MAX_WEIGHT_RATIO", "fold_batchnorm_into_tangent",
@@ -160,7 +160,7 @@ def _batchnorm_affine(
     conv_bias: Optional[Tensor], mean: Tensor, var: Tensor, gamma: Optional[Tensor], eps: float
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """``(s, 1/σ, b − μ)`` of BatchNorm on running statistics after a convolution with bias
-    ``b`` (see :func:`~avalanche_tmc.tangent.rules.linear.fold_affine`)."""
+    ``b`` (see :func:`~avalanche_tmc.tangent.rules.conv_linear.fold_affine`)."""
     inv = torch.rsqrt(var + eps)
     return (inv if gamma is None else gamma * inv), inv, (-mean if conv_bias is None else conv_bias - mean)
 
@@ -205,7 +205,7 @@ def conv_batchnorm_rule(
     added into the second's output.
 
     Two convolutions and no elementwise BatchNorm pass or sum on the tangent; in a training
-    step one autograd node (:func:`~avalanche_tmc.tangent.rules.linear.conv_tangent`) that
+    step one autograd node (:func:`~avalanche_tmc.tangent.rules.conv_linear.conv_tangent`) that
     keeps only ``x``. The primal is the unfused ``BN(conv(x, W) + b)``, so ``f_w`` is
     exactly the network's own output.
     """
