@@ -10,9 +10,9 @@ from torch import Tensor, nn
 
 from .._ops import add_tangents, needs_grad, resolve_attr
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
+from ._layernorm import layer_norm_tangent
 from .activations import activation_in_place, activation_kwargs
 from .conv_linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
-from .layernorm import layer_norm_tangent
 
 __all__ = [
     "batchnorm_rule", "layer_norm_rule", "FOLD_MAX_WEIGHT_RATIO", "fold_batchnorm_into_tangent",
@@ -100,7 +100,7 @@ def layer_norm_rule(
 
     The Jacobian of the normalisation, ``rstd·(I − 1/n − x̂x̂ᵀ/n)``, is symmetric, so its
     product with ``dx`` is LayerNorm's own backward kernel applied to ``dx`` (one fused
-    pass instead of five). Computed by :func:`.layernorm.layer_norm_tangent` where it applies."""
+    pass instead of five). Computed by :func:`._layernorm.layer_norm_tangent` where it applies."""
     fast = layer_norm_tangent(x, dx, normalized_shape, weight, d_weight, bias, d_bias, eps)
     if fast is not None:
         return fast

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..precision import autocast_enabled
-from .pairs import stacked
+from ._pairs import stacked
 
 __all__ = ["dense_rule"]
 
