@@ -83,9 +83,9 @@ from avalanche.distributed import DistributedHelper
 from torch import Tensor
 
 from .composition.additive import AdditiveComposition
-from .training.forgetting import dependent_plugin_names
-from .training.mixins import check_new_experience_ids
+from .training.exact_forgetting import dependent_plugin_names
 from .training.protocols import ComposableLearner, learner_device
+from .training.rollback import check_new_experience_ids
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelSetupError", "ParallelReport", "lost_ranks",

@@ -7,9 +7,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from torch import fx, nn
 
 from .rules.activations import FUSABLE, _activation_call
-from .rules.linear import bilinear_module
-from .rules.linear_ops import identity_module
+from .rules.conv_linear import bilinear_module
 from .rules.normalization import CONV_BATCHNORM, batchnorm_function, batchnorm_module
+from .rules.shapes import identity_module
 from .steps import Ref, Step
 from .trace import TracingError
 

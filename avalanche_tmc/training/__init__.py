@@ -4,7 +4,7 @@
   plugin, the divergence guard);
 * :mod:`.strategies`: the tangent strategies (TMC, TME, TMC-Seq), the analytic-head
   strategy and adapt-then-compose, each a ``SupervisedTemplate`` with its plugins;
-* :mod:`.mixins`: the one rollback mechanism (all-or-nothing ``train()``), and
+* :mod:`.rollback`: the one rollback mechanism (all-or-nothing ``train()``), and
   :mod:`.loaders`, data loaders that never shard an experience over processes;
 * :mod:`.protocols`: every protocol of a strategy, typed: what the rollback needs, what
   files and processes use a strategy through (``ComposableLearner``), and the component
@@ -13,7 +13,7 @@
 * :mod:`.losses`: the Rescaled Square Loss;
 * :mod:`.divergence`: :class:`~avalanche_tmc.training.divergence.DivergenceError`, raised by
   every learner whose training diverges;
-* :mod:`.forgetting`: the checks that keep ``forget`` exact (replay, distillation);
+* :mod:`.exact_forgetting`: the checks that keep ``forget`` exact (replay, distillation);
 * :mod:`.adaptation`: adapting a feature network once before it is frozen;
 * :mod:`.metrics`: loss metrics named for their loss (resuming a run is
   :mod:`avalanche_tmc.files.learned` and :mod:`avalanche_tmc.files.checkpoint`).

@@ -32,7 +32,7 @@ __all__ = [
 
 class TrainingStrategy(Protocol):
     """The parts of an Avalanche ``SupervisedTemplate`` that a training transaction saves and
-    restores (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`)."""
+    restores (:class:`~avalanche_tmc.training.rollback.TrainingTransaction`)."""
 
     model: nn.Module
     plugins: List[Any]

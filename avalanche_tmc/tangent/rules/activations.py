@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
-from .pairs import pair_buffer, wants_pair
+from ._pairs import pair_buffer, wants_pair
 
 __all__ = ["ACTIVATIONS", "FUSABLE", "activation", "activation_in_place", "activation_kwargs", "register_activation"]
 
@@ -161,7 +161,7 @@ class GeluTangent(torch.autograd.Function):
 
 def _gelu_call(call: Call) -> RuleResult:
     """GELU; at inference its output and tangent go side by side into one buffer (see
-    :mod:`.pairs`: the next linear layer multiplies both at once), through the ``out=``
+    :mod:`._pairs`: the next linear layer multiplies both at once), through the ``out=``
     forms of ``gelu`` and ``gelu_backward``; in a training step the tangent is a
     :class:`GeluTangent`."""
     if call.op == "module":

@@ -12,8 +12,8 @@ from .._ops import add_tangents
 from ..precision import autocast_enabled
 from ..registry import Call, RuleResult, register_rule
 from ..tree import tree_flatten
-from .linear import bind
-from .pairs import pair_buffer, wants_pair
+from ._pairs import pair_buffer, wants_pair
+from .conv_linear import bind
 
 __all__ = ["softmax", "attention_rule", "AttentionTangent", "scaled_dot_product_attention"]
 
@@ -82,7 +82,7 @@ def attention_rule(
     probs = torch.softmax(scores, dim=-1)
     out = torch.bmm(probs, v3).view(batch + (n, v.shape[-1]))
     # at inference, output and tangent go side by side into a (2, B, N, H, D) buffer (see
-    # .pairs): heads merged back, ``o.transpose(1, 2).reshape(B, N, H·D)``, are then views
+    # ._pairs): heads merged back, ``o.transpose(1, 2).reshape(B, N, H·D)``, are then views
     # of its halves (the copy that reshape made is made here) and the projection multiplies
     # both at once
     buf = pair_buffer(out, (batch[0], n, batch[1], v.shape[-1])) if out.dim() == 4 and wants_pair(dq, dk, dv) else None

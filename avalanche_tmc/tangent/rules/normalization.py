@@ -10,9 +10,9 @@ from torch import Tensor, nn
 
 from .._ops import add_tangents, needs_grad, resolve_attr
 from ..registry import Call, NotApplicable, Rule, RuleResult, register_rule
+from ._layernorm import layer_norm_tangent
 from .activations import activation_in_place, activation_kwargs
-from .layernorm import layer_norm_tangent
-from .linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
+from .conv_linear import bilinear_rule, bind, conv_apply, conv_tangent, fold_affine, pad_same, tangent_node_applies
 
 __all__ = [
     "batchnorm_rule", "layer_norm_rule", "FOLD_MAX_WEIGHT_RATIO", "fold_batchnorm_into_tangent",
@@ -100,7 +100,7 @@ def layer_norm_rule(
 
     The Jacobian of the normalisation, ``rstd·(I − 1/n − x̂x̂ᵀ/n)``, is symmetric, so its
     product with ``dx`` is LayerNorm's own backward kernel applied to ``dx`` (one fused
-    pass instead of five). Computed by :func:`.layernorm.layer_norm_tangent` where it applies."""
+    pass instead of five). Computed by :func:`._layernorm.layer_norm_tangent` where it applies."""
     fast = layer_norm_tangent(x, dx, normalized_shape, weight, d_weight, bias, d_bias, eps)
     if fast is not None:
         return fast
@@ -160,7 +160,7 @@ def _batchnorm_affine(
     conv_bias: Optional[Tensor], mean: Tensor, var: Tensor, gamma: Optional[Tensor], eps: float
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """``(s, 1/σ, b − μ)`` of BatchNorm on running statistics after a convolution with bias
-    ``b`` (see :func:`~avalanche_tmc.tangent.rules.linear.fold_affine`)."""
+    ``b`` (see :func:`~avalanche_tmc.tangent.rules.conv_linear.fold_affine`)."""
     inv = torch.rsqrt(var + eps)
     return (inv if gamma is None else gamma * inv), inv, (-mean if conv_bias is None else conv_bias - mean)
 
@@ -205,7 +205,7 @@ def conv_batchnorm_rule(
     added into the second's output.
 
     Two convolutions and no elementwise BatchNorm pass or sum on the tangent; in a training
-    step one autograd node (:func:`~avalanche_tmc.tangent.rules.linear.conv_tangent`) that
+    step one autograd node (:func:`~avalanche_tmc.tangent.rules.conv_linear.conv_tangent`) that
     keeps only ``x``. The primal is the unfused ``BN(conv(x, W) + b)``, so ``f_w`` is
     exactly the network's own output.
     """

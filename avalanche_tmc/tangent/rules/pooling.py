@@ -1,4 +1,5 @@
-"""Rules of max pooling: the tangent is gathered at the maxima's indices."""
+"""Rules of max pooling: the tangent is gathered at the maxima's indices (average pooling is
+linear in its input: :mod:`.shapes`)."""
 
 from typing import Any, Optional, Tuple
 

@@ -5,7 +5,7 @@ It raises :class:`~avalanche_tmc.training.divergence.DivergenceError` at the fir
 non-finite loss (before the optimizer step spreads it), at the first optimizer step that
 makes a trained tensor non-finite, and at the end of an experience whose trained tensors are
 not finite. The strategies of this package then roll back the whole ``train()`` call
-(:class:`~avalanche_tmc.training.mixins.TrainingTransaction`), so nothing of the diverged
+(:class:`~avalanche_tmc.training.rollback.TrainingTransaction`), so nothing of the diverged
 experience is composed. The tangent strategies add it for you, before their
 :class:`~avalanche_tmc.training.plugins.tangent.TangentPlugin`.
 
@@ -80,7 +80,7 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
     Put it before the plugin that stores what an experience learned (its
     ``after_training_exp`` check must run first). On a template that is not all or nothing
     itself, wrap ``train()`` in
-    :meth:`~avalanche_tmc.training.mixins.TrainingTransaction.around` to be left as before the
+    :meth:`~avalanche_tmc.training.rollback.TrainingTransaction.around` to be left as before the
     call.
 
     It also warns, as Avalanche's plugins do (``warnings.warn``, once per plugin, so once per

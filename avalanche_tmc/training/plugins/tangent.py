@@ -25,8 +25,8 @@ import torch
 from ...composition.deltas import DeltaComposition
 from ...composition.ensemble import log_softmax_ensemble
 from ...tangent import Delta, TangentModel
-from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
-from ..mixins import AllOrNothingTraining, TrainingTransaction, check_new_experience_ids
+from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..rollback import AllOrNothingTraining, TrainingTransaction, check_new_experience_ids
 from .composition import CompositionPlugin
 from .task_mask import experience_task_classes
 
@@ -180,12 +180,12 @@ class TangentPlugin(CompositionPlugin, supports_distributed=True):
 
     def rollback(self, strategy: "SupervisedTemplate") -> bool:
         """On a template that is not all or nothing itself (not an
-        :class:`~avalanche_tmc.training.mixins.AllOrNothingTraining`), undo a ``train()`` call
+        :class:`~avalanche_tmc.training.rollback.AllOrNothingTraining`), undo a ``train()`` call
         that did not finish (an exception, ``KeyboardInterrupt``): the strategy is left exactly
         as before the call. Returns whether there was anything to undo. The strategies of this
         package roll back for you; call it in your own ``except`` when you attach this plugin
         to another template (or wrap the call in
-        :meth:`~avalanche_tmc.training.mixins.TrainingTransaction.around`)."""
+        :meth:`~avalanche_tmc.training.rollback.TrainingTransaction.around`)."""
         if self._transaction is None:
             return False
         transaction, self._transaction = self._transaction, None

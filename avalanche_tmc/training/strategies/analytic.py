@@ -27,11 +27,11 @@ from torch import nn
 from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
 from ...models.analytic import AnalyticClassifier
 from ..divergence import DivergenceError
-from ..forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
+from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..loaders import UnshardedLoaders
-from ..mixins import AllOrNothingTraining
 from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
 from ..protocols import ComposableLearner, component_store
+from ..rollback import AllOrNothingTraining
 
 __all__ = ["refuse_optimizer_arguments", "AnalyticHeadStrategy"]
 
@@ -63,7 +63,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
     id already learned is refused before the pass, and on any exception (a
     :class:`~avalanche_tmc.training.divergence.DivergenceError` for non-finite features
     included) the statistics, the head and the task classes are as before the call
-    (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
+    (:class:`~avalanche_tmc.training.rollback.TrainingTransaction`).
 
     Plugin callbacks: nothing is back-propagated and there is no optimizer, so the
     ``before_backward``, ``after_backward``, ``before_update`` and ``after_update`` callbacks
@@ -260,7 +260,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
 
     def forget(self, exp_id: Hashable, stats: Optional[HeadStats] = None, *, inexact: bool = False) -> None:
         """Remove an experience exactly and re-solve the head. Refused, unless ``inexact=True``,
-        when it would not be exact (see :func:`~avalanche_tmc.training.forgetting.check_forget`); its
+        when it would not be exact (see :func:`~avalanche_tmc.training.exact_forgetting.check_forget`); its
         samples are purged from ``ReplayPlugin``'s buffer."""
         check_forget(exp_id, self.statistics.keys, self._replayed, self, self._replay_groups.get(exp_id, {}), inexact)
         self.statistics.forget(exp_id, stats)

@@ -20,11 +20,11 @@ from ...tangent import Delta, TangentModel
 from ..loaders import UnshardedLoaders
 from ..losses import RescaledSquareLoss
 from ..metrics import default_tangent_evaluator
-from ..mixins import AllOrNothingTraining, check_train_epochs
 from ..plugins.delta_decay import DeltaDecayPlugin, check_decay
 from ..plugins.divergence import DivergenceGuardPlugin
 from ..plugins.tangent import TangentPlugin
 from ..protocols import ComposableLearner, component_store
+from ..rollback import AllOrNothingTraining, check_train_epochs
 
 __all__ = ["DEFAULT_LR", "TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
@@ -46,7 +46,7 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
     ``train()`` is all or nothing: an experience id that is already composed is refused
     before training, and on any exception (a bad label, :class:`~avalanche_tmc.training.divergence.DivergenceError`,
     ``KeyboardInterrupt``) the components, the model's ``δ``, the optimizer state and the
-    clock are as before the call (:class:`~avalanche_tmc.training.mixins.TrainingTransaction`).
+    clock are as before the call (:class:`~avalanche_tmc.training.rollback.TrainingTransaction`).
     :attr:`tangent_plugin` trains and composes the components, :attr:`divergence_guard`
     stops a diverging experience, :attr:`delta_decay` (``decay_kind="norm"`` with
     ``decay > 0``, else None) adds the decay on ``δ`` to the loss."""

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from avalanche_tmc import TangentModel
-from avalanche_tmc.tangent.rules.linear import conv_accumulate, conv_apply
+from avalanche_tmc.tangent.rules.conv_linear import conv_accumulate, conv_apply
 from tests.avalanche_tmc.tangent.fast_vs_generic import assert_same, both, random_bn
 from tests.helpers import random_delta, randomize_batchnorm
 
@@ -227,7 +227,7 @@ def test_the_input_gradient_through_the_tangent_matches_the_generic_path():
     ((2, 3, 5, 6), (0, 1, 0, 1), True), ((2, 3, 5, 6), (1, 2, 2, 1), False), ((2, 3, 7), (1, 0), False),
     ((1, 2, 3, 4, 5), (1, 1, 0, 2, 2, 0), True), ((2, 1, 1, 1), (2, 2, 2, 2), True)])
 def test_zero_pad_is_f_pad_in_the_input_layout(shape, pad, channels_last):
-    from avalanche_tmc.tangent.rules.linear import zero_pad
+    from avalanche_tmc.tangent.rules.conv_linear import zero_pad
 
     x = torch.randn(shape)
     fmt = torch.contiguous_format

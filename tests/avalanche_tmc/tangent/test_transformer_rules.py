@@ -38,7 +38,7 @@ class Dense(nn.Module):
     """Linear layers on 3-D, 2-D and 1-D inputs, with and without bias, by module and
     ``F.linear`` (with the weight as keyword), on a non-contiguous input, and on the
     output of another linear layer and of GELU (primal and tangent side by side in one
-    buffer at inference: see rules/pairs.py)."""
+    buffer at inference: see rules/_pairs.py)."""
 
     def __init__(self):
         super().__init__()

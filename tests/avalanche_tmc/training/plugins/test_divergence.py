@@ -8,8 +8,8 @@ import torch
 from avalanche.training.templates import SupervisedTemplate
 
 from avalanche_tmc import DivergenceError, RescaledSquareLoss, TangentModel, TangentPlugin
-from avalanche_tmc.training.mixins import TrainingTransaction
 from avalanche_tmc.training.plugins.divergence import DivergenceGuardPlugin, trained_tensors
+from avalanche_tmc.training.rollback import TrainingTransaction
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark, tensor_dataset
 
 warnings.filterwarnings("ignore", message="No loggers specified")

@@ -1,5 +1,5 @@
 """The tangent of a linear (dense) layer, ``y = W·x + b``: the rule of ``nn.Linear`` and
-``F.linear`` (dispatched here by :func:`~avalanche_tmc.tangent.rules.linear.bilinear_rule`),
+``F.linear`` (dispatched here by :func:`~avalanche_tmc.tangent.rules.conv_linear.bilinear_rule`),
 kept apart from the convolutions because transformers spend most of their time here."""
 
 from typing import Optional, Tuple
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..precision import autocast_enabled
-from .pairs import stacked
+from ._pairs import stacked
 
 __all__ = ["dense_rule"]
 

@@ -1,4 +1,4 @@
-"""Forgetting is exact or refused (issue 21; ``avalanche_tmc.training.forgetting``): inexact
+"""Forgetting is exact or refused (issue 21; ``avalanche_tmc.training.exact_forgetting``): inexact
 forgetting after replay or distillation is refused unless asked for, and forgetting is
 complete (replay buffers purged, component files removed, checksums compared). On the
 tests' ``device``."""

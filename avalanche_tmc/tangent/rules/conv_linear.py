@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from .._ops import needs_grad, same_format
 from ..registry import Call, NotApplicable, RuleResult, register_rule
-from .dense import dense_rule
+from ._dense import dense_rule
 
 __all__ = [
     "bilinear_rule", "bilinear_module", "bilinear_function", "conv_apply", "pad_same", "zero_pad", "conv_conf_of",

@@ -1,6 +1,7 @@
-"""Rules of operations linear in their input (the tangent goes through the same operation):
-shapes and views, sums and means, average pooling, dropout in eval, identity modules, ``cat``;
-and of operations whose output has no tangent (sizes, dtype conversions)."""
+"""Rules of shapes and the other operations linear in their input (the tangent goes through
+the same operation): shapes, views and indexing, sums and means, average pooling, dropout in
+eval, identity modules, ``cat``, dtype conversions; and of operations whose output has no
+tangent (sizes, attributes). Max pooling is not linear: :mod:`.pooling`."""
 
 import operator
 from typing import Any, Callable, Dict, Tuple

@@ -136,7 +136,7 @@ class AllOrNothingTraining:
         state.rollback()
 
     def train(self: Any, experiences: Any, eval_streams: Optional[Any] = None, **kwargs: Any) -> Any:
-        """Avalanche's ``train()``, all or nothing (see :mod:`avalanche_tmc.training.mixins`)."""
+        """Avalanche's ``train()``, all or nothing (see :mod:`avalanche_tmc.training.rollback`)."""
         experiences = _as_list(experiences)
         check_new_experience_ids(experiences, self.learned())
         with TrainingTransaction.around(self):

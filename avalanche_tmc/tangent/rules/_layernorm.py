@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..precision import autocast_enabled
-from .pairs import pair_buffer
+from ._pairs import pair_buffer
 
 __all__ = ["LayerNormTangent", "layer_norm_tangent"]
 
@@ -100,7 +100,7 @@ def layer_norm_tangent(
     if torch.is_grad_enabled() and any(t.requires_grad for t in tangents):
         y, mean, rstd = aten.native_layer_norm(x, shape, weight, bias, eps)
         return y, LayerNormTangent.apply(dx, d_weight, d_bias, x, shape, mean, rstd, weight, bias, eps)
-    # inference: primal and tangent side by side in one buffer (see .pairs), for the next linear layer
+    # inference: primal and tangent side by side in one buffer (see ._pairs), for the next linear layer
     buf = pair_buffer(x)
     stats = x.shape[: x.dim() - len(shape)] + (1,) * len(shape)
     mean, rstd = x.new_empty(stats), x.new_empty(stats)

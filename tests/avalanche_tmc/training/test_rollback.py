@@ -10,8 +10,8 @@ from avalanche.core import SupervisedPlugin
 
 from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
 from avalanche_tmc.distributed import train_parallel
-from avalanche_tmc.training.mixins import TrainingTransaction, check_new_experience_ids, check_train_epochs
 from avalanche_tmc.training.protocols import RollbackLearner, RollbackPart
+from avalanche_tmc.training.rollback import TrainingTransaction, check_new_experience_ids, check_train_epochs
 from tests.helpers import NUM_CLASSES, TinyResNet, learned_of, quiet_evaluator, small_benchmark, tmc, train_seeded
 
 warnings.filterwarnings("ignore", message="No loggers specified")
