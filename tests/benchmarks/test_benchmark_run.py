@@ -136,8 +136,8 @@ def test_bn_data_first_experience_gives_tangent_methods_a_reestimated_base_point
         return net
 
     monkeypatch.setattr(methods, "tangent_base", recording)
-    rows = run.main(TINY + ["--scenario", "class", "--methods", "tmc,joint-tangent", "--bn-data", "first-experience",
-                            "--out", str(tmp_path)])
+    rows = run.main(TINY + ["--scenario", "class", "--no-task-il", "--methods", "tmc,joint-tangent", "--bn-data",
+                            "first-experience", "--out", str(tmp_path)])  # joint-tangent once (no task-IL column)
     assert {r["method"] for r in rows} >= {"tmc", "joint-tangent"}
     assert len(bases) == 2  # the tangent group and joint-tangent
     top, net, batches = bases[0]
