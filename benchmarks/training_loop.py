@@ -30,7 +30,7 @@ from benchmarks.methods import (
 from benchmarks.parallel import make_trainer
 from benchmarks.progress import EpochProgressPlugin
 from benchmarks.results_io import atomic_path
-from benchmarks.task_il import task_masked
+from benchmarks.task_il import EvalOutputs, Outputs, masked_accuracies
 
 __all__ = ["make_evaluator", "head_parameter_counts", "experience_seed", "run_group", "final_accuracies"]
 
@@ -66,21 +66,24 @@ def _test_accuracies(metrics: Dict[str, float], test_stream) -> Dict[str, float]
 
 
 @torch.no_grad()
-def _component_accuracies(forward, test_stream, task_masked: bool, batch_size: int,
-                          workers: int = 0, device: str = "cpu") -> Dict[str, float]:
-    """Accuracy of one component's ``forward`` (on ``device``) per test experience and overall."""
+def _component_outputs(forward, test_stream, batch_size: int, workers: int = 0, device: str = "cpu") -> Outputs:
+    """One component's ``forward`` (on ``device``) over every test experience: its outputs and targets."""
+    outputs = {}
+    for exp in test_stream:
+        batches = [(forward(batch[0].to(device)).cpu(), batch[1])
+                   for batch in DataLoader(exp.dataset.eval(), batch_size=batch_size, num_workers=workers)]
+        outputs[exp.current_experience] = (torch.cat([o for o, _ in batches]), torch.cat([y for _, y in batches]))
+    return outputs
+
+
+def _unmasked_accuracies(outputs: Outputs, test_stream) -> Dict[str, float]:
+    """Accuracy of recorded ``outputs`` per test experience and overall (plain argmax)."""
     accs, total, correct = {}, 0, 0
     for exp in test_stream:
-        right = n = 0
-        allowed = torch.tensor(sorted(exp.classes_in_this_experience))
-        for batch in DataLoader(exp.dataset.eval(), batch_size=batch_size, num_workers=workers):
-            x, y = batch[0].to(device), batch[1]
-            logits = forward(x).cpu()
-            pred = allowed[logits[:, allowed].argmax(1)] if task_masked else logits.argmax(1)
-            right += int((pred == y).sum())
-            n += len(y)
-        accs[str(exp.current_experience)] = right / n
-        total, correct = total + n, correct + right
+        logits, targets = outputs[exp.current_experience]
+        right = int((logits.argmax(1) == targets).sum())
+        accs[str(exp.current_experience)] = right / len(targets)
+        total, correct = total + len(targets), correct + right
     accs["all"] = correct / total
     return accs
 
@@ -120,6 +123,11 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         strategy.plugins.append(EpochProgressPlugin(f"seed {cfg.seed} {'+'.join(rows)}",
                                                     stages_count * strategy.train_epochs))
     train = make_trainer(strategy, group, bm, top, cfg, processes=parallel, loader=loader)
+    # with a task stream, one forward pass scores both columns (benchmarks.task_il)
+    recorder = EvalOutputs() if task_stream is not None else None
+    if recorder is not None:
+        strategy.plugins.append(recorder)
+    task_base = dict(base_row, scenario="task", trained_in=base_row["scenario"])
     results, train_seconds = [], 0.0
     stages = [(len(bm.train_stream), bm.train_stream)] if group.joint else [
         (i + 1, exp) for i, exp in enumerate(bm.train_stream)]
@@ -137,11 +145,10 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
             select_row(strategy, group, row)
             evaluated += _evaluate(strategy, bm.test_stream, loader, dict(base_row, method=row, after_task=after_task,
                                                                           train_seconds=train_seconds))
-            if task_stream is not None:
-                with task_masked(strategy, task_stream):
-                    evaluated += _evaluate(strategy, task_stream, loader, dict(
-                        base_row, scenario="task", trained_in=base_row["scenario"], method=row, after_task=after_task,
-                        train_seconds=train_seconds))
+            if recorder is not None:
+                evaluated += _scored(masked_accuracies(recorder.outputs, task_stream),
+                                     dict(task_base, model="composed", method=row, after_task=after_task,
+                                          train_seconds=train_seconds))
         results += evaluated
         print(f"  seed {cfg.seed} {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']}{' (task-IL)' if r['scenario'] == 'task' and task_stream else ''} "
@@ -157,17 +164,22 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
             logger.close()
     components_under = component_row(group, rows) if components else None
     if components_under is not None:
-        evaluations = [(bm.test_stream, base_row["scenario"] == "task", base_row)]
-        if task_stream is not None:
-            evaluations.append((task_stream, True, dict(base_row, scenario="task", trained_in=base_row["scenario"])))
         for k, forward in component_forwards(strategy, group).items():
-            for stream, masked, row_base in evaluations:
-                accs = _component_accuracies(forward, stream, masked, cfg.eval_batch_size,
-                                             loader.get("num_workers", 0), cfg.device)
-                results += [dict(row_base, method=components_under, model=f"component-{k}",
-                                 after_task=len(bm.train_stream), eval_exp=e, accuracy=a, train_seconds=train_seconds,
-                                 eval_seconds=0.0) for e, a in accs.items()]
+            outputs = _component_outputs(forward, bm.test_stream, cfg.eval_batch_size, loader.get("num_workers", 0),
+                                         cfg.device)
+            scored = [(masked_accuracies(outputs, bm.test_stream) if base_row["scenario"] == "task"
+                       else _unmasked_accuracies(outputs, bm.test_stream), base_row)]
+            if task_stream is not None:
+                scored.append((masked_accuracies(outputs, task_stream), task_base))
+            for accs, row_base in scored:
+                results += _scored(accs, dict(row_base, method=components_under, model=f"component-{k}",
+                                              after_task=len(bm.train_stream), train_seconds=train_seconds))
     return results
+
+
+def _scored(accs: Dict[str, float], row: Dict[str, Any], seconds: float = 0.0) -> List[Dict[str, Any]]:
+    """One result row (``row`` + accuracy, seconds) per entry of ``accs``."""
+    return [dict(row, eval_exp=k, accuracy=a, eval_seconds=seconds) for k, a in accs.items()]
 
 
 def _evaluate(strategy, stream, loader: Dict[str, Any], row: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -175,8 +187,7 @@ def _evaluate(strategy, stream, loader: Dict[str, Any], row: Dict[str, Any]) -> 
     per test experience and one for the whole stream."""
     start = time.time()
     accs = _test_accuracies(strategy.eval(stream, **loader), stream)
-    seconds = time.time() - start
-    return [dict(row, model="composed", eval_exp=k, accuracy=a, eval_seconds=seconds) for k, a in accs.items()]
+    return _scored(accs, dict(row, model="composed"), time.time() - start)
 
 
 def _progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGroup) -> str:
