@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
     from .training.protocols import ComposableLearner
+    from .training.seeding import experience_seed, seed_experience
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
     from .training.strategies.analytic import AnalyticHeadStrategy
     from .training.strategies.tangent import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
@@ -124,6 +125,8 @@ __all__ = [
     "find_head",
     "replace_head",
     "RescaledSquareLoss",
+    "experience_seed",
+    "seed_experience",
     "DeltaComposition",
     "add_deltas",
     "subtract_deltas",

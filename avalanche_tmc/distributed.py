@@ -42,9 +42,10 @@ machine on the same GPU, are refused (:class:`ParallelSetupError`) before anythi
 exchanged over NCCL.
 
 Seeds: for the parallel run to equal a sequential one, each component must be a function
-of its own data and seed. ``seed=s`` calls ``torch.manual_seed(s + experience id)`` before
-each experience, in the parallel and the sequential case alike (``train_parallel`` on one
-process *is* that sequential reference).
+of its own data and seed. ``seed=s`` calls ``torch.manual_seed(experience_seed(s, id))``
+(``1000·s + id``, :mod:`avalanche_tmc.training.seeding`) before each experience, in the
+parallel and the sequential case alike (``train_parallel`` on one process *is* that
+sequential reference).
 
 Failures never hang the job. A process whose training raises still joins the composition
 and reports the error; every process then raises :class:`ParallelTrainingError` naming the
@@ -86,6 +87,7 @@ from .composition.additive import AdditiveComposition
 from .training.exact_forgetting import dependent_plugin_names
 from .training.protocols import ComposableLearner, learner_device
 from .training.rollback import check_new_experience_ids
+from .training.seeding import seed_experience
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ParallelTrainingError", "ParallelSetupError", "ParallelReport", "lost_ranks",
@@ -401,8 +403,9 @@ def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, s
         are replay plugins: their components are not independent).
     :param experiences: the training experiences (a stream or a list); each is trained
         whole by one process (:func:`assign_experiences`).
-    :param seed: ``torch.manual_seed(seed + experience id)`` before each experience, so
-        a component depends on its own data and seed only (``None``: no seeding).
+    :param seed: the run seed: each experience's training is seeded by
+        :func:`~avalanche_tmc.experience_seed` (``1000·seed + experience id``), so a
+        component depends on its own data and seed only (``None``: no seeding).
     :param timeout: seconds a process waits at the composition for the others.
     :param train_kwargs: passed to ``strategy.train`` (e.g. ``num_workers``).
     :returns: a :class:`ParallelReport`. Without a process group (or with one process)
@@ -439,7 +442,7 @@ def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, s
         for i in shares[rank]:
             try:
                 if seed is not None:
-                    torch.manual_seed(int(seed) + int(ids[i]))
+                    seed_experience(seed, ids[i])
                 strategy.train(experiences[i], **train_kwargs)
             except Exception as error:  # reported to every rank below
                 if world == 1:

@@ -6,8 +6,9 @@ TMC-FC, and the statistics heads: Stats-Ridge, RanPAC-style, NCM) and ``processe
 its first call starts ``processes`` worker processes (``torch.multiprocessing``, gloo,
 rendezvous on a free local port). Each worker builds the group's strategy as the runner
 does and calls :func:`avalanche_tmc.distributed.train_parallel` on the whole training
-stream (each experience trained whole by one worker, seeded by ``1000 * cfg.seed +
-experience id`` as the runner seeds it; the composition an all-reduce), then writes the
+stream (each experience trained whole by one worker, seeded by
+``avalanche_tmc.experience_seed(cfg.seed, experience id)`` as the runner seeds it; the
+composition an all-reduce), then writes the
 component files of the experiences it trained. Every call then composes the components of
 the experiences it is given into the runner's strategy (``strategy.load_components``), so after each stage the strategy
 holds the same state as if it had trained those experiences itself, seeded the same way,
@@ -79,8 +80,8 @@ def _worker(rank: int, world: int, port: int, threads: int, group_name: str, bm,
         group = group_named(group_name)
         torch.manual_seed(cfg.seed)
         strategy = build_strategy(group, top, cfg, None)
-        # the runner seeds experience e of seed s by 1000 s + e (benchmarks.training_loop.experience_seed)
-        report = train_parallel(strategy, bm.train_stream, seed=1000 * cfg.seed, timeout=timeout)
+        # experience e of seed s is seeded by avalanche_tmc.experience_seed(s, e), as the runner does
+        report = train_parallel(strategy, bm.train_stream, seed=cfg.seed, timeout=timeout)
         mine = set(report.assignment[rank])
         for component in strategy_components(strategy):
             if component.experience in mine:

@@ -17,7 +17,7 @@ from avalanche.logging import CSVLogger, InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
-from avalanche_tmc import find_head, loss_metrics
+from avalanche_tmc import experience_seed, find_head, loss_metrics
 from avalanche_tmc.loggers import make_loggers
 from benchmarks.methods import (
     MethodGroup,
@@ -95,12 +95,6 @@ def head_parameter_counts(model, num_classes: int) -> Tuple[int, int]:
     return sum(p.numel() for p in head.parameters()), new
 
 
-def experience_seed(seed: int, experience: int) -> int:
-    """The seed of one experience's training in run seed ``seed`` (distinct for every
-    pair with fewer than 1000 experiences; seed 0 gives the experience id)."""
-    return 1000 * seed + experience
-
-
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, loggers: Sequence[str] = ("csv",),
               components: bool = True, parallel: int = 1, loader: Optional[Dict[str, Any]] = None,
@@ -135,7 +129,7 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
         # Each experience's training is seeded by the run's seed and its id: a component is
         # then a function of its own data and seed, whatever was evaluated before it (a
         # DataLoader draws its base seed from the global generator) and whichever process
-        # trains it; seeds do not share experience seeds (1000 * seed + id).
+        # trains it (the library's rule: avalanche_tmc.experience_seed, 1000 * seed + id).
         torch.manual_seed(experience_seed(cfg.seed, 0 if group.joint else data.current_experience))
         start = time.time()
         train(strategy, data)

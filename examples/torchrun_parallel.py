@@ -3,7 +3,7 @@
 Each process of a ``torchrun`` job builds the same strategy (``TMCStrategy`` on the
 installed digits CNN) and the same stream (scikit-learn's digits, 5 class-incremental
 experiences); :func:`avalanche_tmc.train_parallel` shares the experiences among the
-processes (gloo on CPU), trains each on one process with ``torch.manual_seed(seed + id)``,
+processes (gloo on CPU), trains each on one process seeded by ``avalanche_tmc.experience_seed(seed, id)``,
 and composes the components on every process through ``torch.distributed``. Rank 0 prints
 who trained what and the composition's accuracy, and (``--out``) writes it as a file.
 Without torchrun the same script trains the experiences one after the other in one process:

@@ -56,7 +56,8 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                        help="component weight: 1 each, or the experience's sample count")
     train.add_argument("--projection-dim", type=POSITIVE_INT, default=2000, help="random features of --method ranpac")
     train.add_argument("--seed", type=int, default=0,
-                       help="experience e trains with torch.manual_seed(seed + e): the same file wherever it runs")
+                       help="experience e trains with torch.manual_seed(1000 * seed + e) "
+                            "(avalanche_tmc.experience_seed): the same file wherever it runs")
     train.add_argument("--timeout", type=POSITIVE_FLOAT, default=3600.0,
                        help="under torchrun: seconds a process waits for the others before failing")
     output_arguments(train, "DIR", "directory for the component files", "existing component files")

@@ -11,6 +11,7 @@
   store its component files go through (this package imports neither
   :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed`);
 * :mod:`.losses`: the Rescaled Square Loss;
+* :mod:`.seeding`: the one rule seeding each experience's training (``1000·seed + id``);
 * :mod:`.divergence`: :class:`~avalanche_tmc.training.divergence.DivergenceError`, raised by
   every learner whose training diverges;
 * :mod:`.exact_forgetting`: the checks that keep ``forget`` exact (replay, distillation);

@@ -68,7 +68,7 @@ def test_without_a_launcher_it_trains_sequentially_seeded_by_experience(device):
     report = train_parallel(strategy, bm.train_stream, seed=7)
     reference = tmc(device=device)
     for exp in bm.train_stream:
-        torch.manual_seed(7 + exp.current_experience)
+        torch.manual_seed(7000 + exp.current_experience)  # avalanche_tmc.experience_seed(7, id)
         reference.train(exp)
     assert report.world_size == 1 and report.assignment == {0: [0, 1, 2, 3]} and report.bytes_broadcast == 0
     assert strategy.tangent_plugin.composition.keys == [0, 1, 2, 3]
