@@ -78,6 +78,13 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .training.plugins.tangent import TangentPlugin
     from .training.plugins.task_mask import TaskMaskPlugin
     from .training.protocols import ComposableLearner
+    from .training.registry import (
+        StrategySpec,
+        create_strategy,
+        list_strategies,
+        register_strategy,
+        strategy_spec,
+    )
     from .training.seeding import experience_seed, seed_experience
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
     from .training.strategies.analytic import AnalyticHeadStrategy
@@ -126,6 +133,11 @@ __all__ = [
     "replace_head",
     "RescaledSquareLoss",
     "experience_seed",
+    "register_strategy",
+    "create_strategy",
+    "list_strategies",
+    "strategy_spec",
+    "StrategySpec",
     "seed_experience",
     "DeltaComposition",
     "add_deltas",

@@ -19,6 +19,10 @@ The non-tangent methods train with ``SGD(lr, momentum=0.9)`` and cross-entropy. 
 strategy gets a :class:`~avalanche_tmc.TaskMaskPlugin`, so task-incremental
 evaluation restricts predictions to the task's classes for every baseline.
 ``JointTraining`` trains once on the whole stream: call ``strategy.train(train_stream)``.
+
+Importing :mod:`baselines` registers each of them, and Avalanche's ``StreamingLDA`` as
+``slda``, in the library's strategy registry
+(``avalanche_tmc.create_strategy(name, network, **options)``), as the library registers its own.
 """
 
 from typing import Callable, List, Optional, Union
@@ -27,13 +31,15 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import ReplayPlugin
 from avalanche.training.plugins.evaluation import EvaluationPlugin, default_evaluator
-from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive
+from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive, StreamingLDA
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.tangent import TangentModel
+from avalanche_tmc.models.analytic import penultimate
+from avalanche_tmc.tangent import TangentModel, find_head
 from avalanche_tmc.training.losses import RescaledSquareLoss
 from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin
+from avalanche_tmc.training.registry import register_strategy
 
 __all__ = ["BUILTIN_METHODS", "DEFAULTS", "make_builtin_strategy"]
 
@@ -136,3 +142,35 @@ def make_builtin_strategy(
         return DER(mem_size=mem_size, batch_size_mem=hp["batch_size_mem"], alpha=hp["der_alpha"],
                    beta=hp["der_beta"], plugins=plugins, **common)
     return JointTraining(plugins=plugins, **common)  # joint, joint-tangent
+
+
+_DESCRIPTIONS = {
+    "naive": "Avalanche's Naive: sequential fine-tuning (the lower bound)",
+    "er": "Avalanche's Naive with a ReplayPlugin (experience replay)",
+    "lwf": "Avalanche's LwF (learning without forgetting)",
+    "ewc": "Avalanche's online EWC",
+    "der": "Avalanche's DER (DER++)",
+    "joint": "Avalanche's JointTraining of the network on all data (the paragon)",
+    "joint-tangent": "JointTraining of the tangent model with RSL and Adam (the tangent paragon)",
+}
+
+
+def _registered(name: str):
+    def build(network: nn.Module, **options) -> SupervisedTemplate:
+        return make_builtin_strategy(name, model=network, **options)
+
+    return build
+
+
+for _name in BUILTIN_METHODS:
+    register_strategy(_name, family="tangent" if _name == "joint-tangent" else "non-linear",
+                      description=_DESCRIPTIONS[_name])(_registered(_name))
+
+
+@register_strategy("slda", family="training-free", description="Avalanche's StreamingLDA on the penultimate features")
+def _slda(network: nn.Module, *, num_classes: Optional[int] = None, shrinkage_param: float = 1e-4,
+          **options) -> SupervisedTemplate:
+    head = network.get_submodule(find_head(network))
+    return StreamingLDA(slda_model=penultimate(network), criterion=nn.CrossEntropyLoss(), input_size=head.in_features,
+                        num_classes=num_classes or head.out_features, shrinkage_param=shrinkage_param,
+                        plugins=[TaskMaskPlugin(), *options.pop("plugins", [])], **options)

@@ -35,6 +35,7 @@ from torch.optim import Optimizer
 
 from avalanche_tmc.composition.ensemble import log_softmax_ensemble, logit_ensemble
 from avalanche_tmc.training.plugins.composition import CompositionPlugin
+from avalanche_tmc.training.registry import register_strategy
 
 __all__ = [
     "COMBINE_MODES", "StateDict", "average_state_dicts", "IndependentFineTunePlugin", "IndependentFineTuneStrategy",
@@ -236,3 +237,16 @@ class IndependentFineTuneStrategy(SupervisedTemplate):
     def fine_tuned(self) -> "OrderedDict[Hashable, StateDict]":
         """Experience id -> fine-tuned state dict."""
         return self.fine_tune_plugin.fine_tuned
+
+
+def _independent(combine: str):
+    def build(network: nn.Module, **options) -> IndependentFineTuneStrategy:
+        return IndependentFineTuneStrategy(model=network, combine=combine, **options)
+
+    return build
+
+
+for _combine, _what in (("soup", "the weight average"), ("ens-l", "the logit ensemble"),
+                        ("ens-sm", "the softmax ensemble")):
+    register_strategy(_combine, family="non-linear", description=f"independent fine-tunes per experience, {_what} "
+                      "(switch with strategy.combine)")(_independent(_combine))

@@ -28,46 +28,45 @@ one :func:`register_method` entry (and its test)::
         return MyStrategy(model=with_new_head(top, cfg), lr=cfg.lr, **common)
 """
 
-import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from avalanche.training.plugins import LRSchedulerPlugin
-from avalanche.training.supervised import StreamingLDA
 from avalanche.training.templates import SupervisedTemplate
 from torch import Tensor, nn
 from torch.func import functional_call
 
 from avalanche_tmc import (
     Adaptation,
-    AdaptThenComposeStrategy,
     AutocastPlugin,
-    TangentModel,
-    TaskMaskPlugin,
-    TMCSeqStrategy,
-    TMCStrategy,
-    TMEStrategy,
-    find_head,
-    reestimate_batchnorm,
-    replace_head,
+    create_strategy,
 )
-from avalanche_tmc.models.analytic import AnalyticClassifier, penultimate
-from avalanche_tmc.training.strategies.analytic import AnalyticHeadStrategy
-from baselines import BUILTIN_METHODS, IndependentFineTuneStrategy, make_builtin_strategy
+from avalanche_tmc.training.registry import FAMILIES
+from baselines import BUILTIN_METHODS  # importing baselines registers Avalanche's strategies
+from benchmarks.builders import (
+    adaptation_candidates,
+    decay_arguments,
+    delta_decay_plugin,
+    layer_candidates,
+    linearize_start,
+    other_beta,
+    tangent_base,
+    with_new_head,
+)
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
-    "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES", "linearize_start",
+    "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES",
     "joint_methods", "method_family", "method_unit", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "use_fused_kernels", "with_new_head", "other_beta", "FAMILIES", "SELF_TUNED", "tuning_unit",
-    "decay_milestones", "config_for", "adaptation_candidates", "layer_candidates", "feature_layers",
+    "component_row", "use_fused_kernels", "FAMILIES", "SELF_TUNED", "tuning_unit", "decay_milestones", "config_for",
 ]
 
-# Hyper-parameter families: groups of a family train with the same learning rate and
-# epochs (``TrainConfig.lr_tangent`` / ``lr`` and ``epochs``, or the values tuned for the
-# family, see :mod:`benchmarks.tuning`). Training-free heads have nothing to tune.
-FAMILIES = ("tangent", "non-linear", "training-free")
+# Hyper-parameter families: the library's (avalanche_tmc.training.registry.FAMILIES); groups
+# of a family train with the same learning rate and epochs (``TrainConfig.lr_tangent`` /
+# ``lr`` and ``epochs``, or the values tuned for the family, see :mod:`benchmarks.tuning`).
+# Training-free heads have nothing to tune.
+
 # Groups tuned for themselves rather than given their family's values: the paragons and
 # the replay methods (a family's values are chosen by its composition group, which need
 # not suit a method trained on all data at once or with a buffer).
@@ -118,15 +117,6 @@ def decay_milestones(epochs: int, decay_at: Sequence[float]) -> List[int]:
     multiplies the learning rate by 0.1: ``(0.5, 0.75)`` of 20 epochs -> ``[10, 15]``;
     fractions that round to epoch 0 or to the same epoch count once."""
     return sorted({int(f * epochs) for f in decay_at} - {0})
-
-
-def tangent_base(top: nn.Module, cfg: TrainConfig) -> nn.Module:
-    """The network a tangent method linearizes: ``top`` with a new head and, when
-    ``cfg.bn_batches`` is set, its BatchNorm statistics re-estimated on those batches."""
-    net = with_new_head(top, cfg)
-    if cfg.bn_batches is not None:
-        reestimate_batchnorm(net, cfg.bn_batches)
-    return net
 
 
 @dataclass(frozen=True)
@@ -355,64 +345,15 @@ def component_row(group: MethodGroup, requested: Sequence[str]) -> Optional[str]
     return group.component_row if group.component_row in requested else None
 
 
-def with_new_head(top: nn.Module, cfg: TrainConfig) -> nn.Module:
-    """A copy of ``top`` with a new ``cfg.num_classes`` head seeded by ``cfg.head_seed``
-    (by default the run's seed)."""
-    return replace_head(copy.deepcopy(top), cfg.num_classes, seed=cfg.seed if cfg.head_seed is None else cfg.head_seed)
-
-
-# ------------------------------------------------------------------ building blocks
-
-
-def other_beta(beta: float) -> float:
-    """The paper's other RSL β: 5 (data-IL) for 25 (class/task-IL) and 25 for 5; for any
-    other value, the nearer of the two is taken as the scenario's."""
-    return 5.0 if abs(beta - 25.0) < abs(beta - 5.0) else 25.0
-
-
-# The first module after the stem, per layout (checked in this order): torchvision ResNets,
-# timm EfficientNets/MobileNets and ViTs, torchvision MobileNets/EfficientNets.
-_AFTER_STEM = ("layer1", "blocks", "features.1")
-
-
-def linearize_start(linearize_from: Optional[str], net: nn.Module) -> Optional[str]:
-    """The module a tangent model of ``net`` starts at (``TangentModel(start_at=...)``):
-    ``None`` (everything), a module name, or ``"after-stem"``, the first module after the
-    stem as the paper's authors linearize a ResNet (``layer1``; ``blocks`` of timm's
-    EfficientNets and ViTs, ``features.1`` of torchvision's MobileNets)."""
-    if linearize_from != "after-stem":
-        return linearize_from
-    names = {name for name, _ in net.named_modules()}
-    for candidate in _AFTER_STEM:
-        if candidate in names:
-            return candidate
-    raise ValueError(f"linearize_from='after-stem': {type(net).__name__} has none of the known stem ends "
-                     f"{_AFTER_STEM}; name the first module to linearize (--linearize-from MODULE).")
-
-
-def delta_decay_plugin(cfg: TrainConfig) -> Any:
-    """The decay on δ of ``cfg`` as a plugin, for tangent strategies built outside
-    ``avalanche_tmc``'s (``joint-tangent``): only the authors' norm penalty is a plugin."""
-    from avalanche_tmc import DeltaDecayPlugin
-
-    if cfg.decay_kind != "norm":
-        raise ValueError(f"joint-tangent takes the decay on δ as the authors' norm penalty only, got "
-                         f"decay_kind={cfg.decay_kind!r}.")
-    return DeltaDecayPlugin(cfg.decay)
-
-
-def decay_arguments(cfg: TrainConfig) -> Dict[str, Any]:
-    """The tangent strategies' decay arguments for ``cfg`` (none when it has no decay)."""
-    return dict(decay=cfg.decay, decay_kind=cfg.decay_kind) if cfg.decay > 0 else {}
-
-
-def _tangent(strategy_class, linearize: str, swap_beta: bool = False, own_tme_beta: bool = False) -> Builder:
+def _tangent(strategy: str, swap_beta: bool = False, own_tme_beta: bool = False) -> Builder:
+    """The registry's tangent ``strategy`` on :func:`tangent_base` with the run's settings
+    (``tmc-fc`` linearizes the head alone, the others from ``cfg.linearize_from`` on)."""
     def build(top, cfg, common):
         net = tangent_base(top, cfg)
-        model = TangentModel(net, linearize=linearize,
-                             start_at=linearize_start(cfg.linearize_from, net) if linearize == "all" else None)
+        start_at = None if strategy == "tmc-fc" else linearize_start(cfg.linearize_from, net)
         beta = other_beta(cfg.beta) if swap_beta else cfg.tme_beta if own_tme_beta else cfg.beta
-        return strategy_class(model=model, lr=cfg.lr_tangent, beta=beta, **decay_arguments(cfg), **common)
+        return create_strategy(strategy, net, start_at=start_at, lr=cfg.lr_tangent, beta=beta, **decay_arguments(cfg),
+                               **common)
 
     return build
 
@@ -435,19 +376,20 @@ def _fine_tuned_components(strategy) -> Dict[int, Forward]:
     return {k: (lambda x, s=s: functional_call(model, s, (x,))) for k, s in strategy.fine_tuned.items()}
 
 
-def _analytic(head: str, projection: bool) -> Builder:
+def _statistics(strategy: str) -> Builder:
+    """The registry's training-free ``strategy`` on ``top``'s penultimate features."""
     def build(top, cfg, common):
-        model = AnalyticClassifier(penultimate(top), cfg.num_classes, head=head, seed=cfg.seed,
-                                   projection_dim=cfg.projection_dim if projection else None)
         one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
-        return AnalyticHeadStrategy(model=model, **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+        return create_strategy(strategy, top, num_classes=cfg.num_classes, seed=cfg.seed,
+                               projection_dim=cfg.projection_dim, **dict(one_pass, train_mb_size=cfg.eval_batch_size))
 
     return build
 
 
 def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, task_aware: bool = False) -> None:
-    """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``)
-    as a one-row group; ``tangent``: trained with the tangent learning rate."""
+    """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``, built
+    from the strategy registry) as a one-row group; ``tangent``: trained with the tangent
+    learning rate."""
     if row.name not in BUILTIN_METHODS:
         raise ValueError(f"{row.name!r} is not one of baselines.BUILTIN_METHODS {BUILTIN_METHODS}.")
 
@@ -456,8 +398,8 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, t
         extra = dict(start_at=linearize_start(cfg.linearize_from, net)) if tangent and cfg.linearize_from else {}
         if tangent and cfg.decay > 0:
             extra["plugins"] = [delta_decay_plugin(cfg)]
-        return make_builtin_strategy(row.name, model=net, lr=cfg.lr_tangent if tangent else cfg.lr,
-                                     mem_size=cfg.mem_size, beta=cfg.beta, **extra, **common)
+        return create_strategy(row.name, net, lr=cfg.lr_tangent if tangent else cfg.lr, mem_size=cfg.mem_size,
+                               beta=cfg.beta, **extra, **common)
 
     register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear",
                     task_aware=task_aware or joint)(build)
@@ -469,22 +411,22 @@ register_method(
     "tangent", Row("tmc", "TMC", "O(1)", parallel=True, shipped=True),
     Row("tme", "TME", "O(T)", parallel=True, shipped=True),
     select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent",
-)(_tangent(TMEStrategy, "all"))  # trained once, evaluated as TMC or TME by select
+)(_tangent("tme"))  # trained once, evaluated as TMC or TME by select
 # TME with a β of its own (the paper's text: 5 for TME, 25 for TMC in class/task-IL) trains
 # its own components: one more tangent training per experience. Not registered (its row is
 # the "tangent" group's "tme"): groups_for(..., own_tme=True) puts it in that group's place.
-TME_GROUP = MethodGroup("tme", (_GROUPS["tangent"].rows[1],), _tangent(TMEStrategy, "all", own_tme_beta=True),
+TME_GROUP = MethodGroup("tme", (_GROUPS["tangent"].rows[1],), _tangent("tme", own_tme_beta=True),
                         components=_tangent_components, component_row="tme", family="tangent")
 register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)", shipped=True), family="tangent")(
-    _tangent(TMCSeqStrategy, "all"))
+    _tangent("tmc-seq"))
 register_method(
     "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True, shipped=True),
     components=_tangent_components, component_row="tmc-fc", family="tangent",
-)(_tangent(TMCStrategy, "head"))
+)(_tangent("tmc-fc"))
 # The paper's β claim (a larger β helps class-IL and hurts data-IL), within each seed: TMC
 # trained with the other of the paper's two values (5 where the run uses 25, and 25 for 5).
 register_method("tmc-alt-beta", Row("tmc-alt-beta", "TMC, the other β", "O(1)", parallel=True),
-                family="tangent")(_tangent(TMCStrategy, "all", swap_beta=True))
+                family="tangent")(_tangent("tmc", swap_beta=True))
 
 
 @register_method(
@@ -493,72 +435,25 @@ register_method("tmc-alt-beta", Row("tmc-alt-beta", "TMC, the other β", "O(1)",
     select=_combine, components=_fine_tuned_components, component_row="soup",
 )
 def _independent(top, cfg, common):
-    return IndependentFineTuneStrategy(model=with_new_head(top, cfg), lr=cfg.lr, **common)
+    return create_strategy("soup", with_new_head(top, cfg), lr=cfg.lr, **common)
 
 
 # Training-free heads keep additive sufficient statistics (class means, scatter / Gram
 # matrices), so per-task parts can be computed in parallel and summed.
 @register_method("slda", Row("slda", "SLDA", "O(1) (D×D)", parallel=True), family="training-free")
 def _slda(top, cfg, common):
-    feature_size = top.get_submodule(find_head(top)).in_features
-    return StreamingLDA(
-        slda_model=penultimate(top), criterion=nn.CrossEntropyLoss(), input_size=feature_size,
-        num_classes=cfg.num_classes, shrinkage_param=cfg.slda_shrinkage, plugins=[TaskMaskPlugin()],
-        **dict(common, train_epochs=1),
-    )
+    return create_strategy("slda", top, num_classes=cfg.num_classes, shrinkage_param=cfg.slda_shrinkage,
+                           **dict(common, train_epochs=1))
 
 
 _TRAINING_FREE = dict(family="training-free")
 _OURS = dict(parallel=True, shipped=True)
 register_method("ncm", Row("ncm", "NCM", "O(1) (C×D)", **_OURS), **_TRAINING_FREE)(
-    _analytic("ncm", projection=False))
+    _statistics("ncm"))
 register_method("ranpac", Row("ranpac", "RanPAC-style (RP+ridge)", "O(1) (M×M)", **_OURS), **_TRAINING_FREE)(
-    _analytic("ridge", projection=True))
+    _statistics("ranpac"))
 register_method("stats-ridge", Row("stats-ridge", "Stats-Ridge", "O(1) (D×D)", **_OURS), **_TRAINING_FREE)(
-    _analytic("ridge", projection=False))
-
-
-def feature_layers(net: nn.Module) -> List[Optional[str]]:
-    """The layers whose pooled outputs a statistics head may use: every stage of the chain
-    (a :class:`~benchmarks.trunk.ChainSegment`'s stages, else the top-level children) that
-    has parameters and comes before the head, then ``None`` (the head's input)."""
-    head = find_head(net)
-    chain = net.stages if isinstance(getattr(net, "stages", None), nn.ModuleDict) else net
-    prefix = "stages." if chain is not net else ""
-    layers: List[Optional[str]] = []
-    for name, module in chain.named_children():
-        if head == prefix + name or head.startswith(prefix + name + "."):
-            break
-        if next(module.parameters(), None) is not None:
-            layers.append(prefix + name)
-    return layers + [None]
-
-
-def layer_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
-    """No adaptation; the statistics read from each of :func:`feature_layers`."""
-    return [Adaptation("none", batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta, layer=layer)
-            for layer in feature_layers(net)]
-
-
-def adaptation_candidates(net: nn.Module, cfg: TrainConfig) -> List[Adaptation]:
-    """The adaptations the first-session learner chooses from (on a validation split of
-    experience 0), each read at every layer of :func:`feature_layers`: none; non-linear
-    fine-tuning (SGD, momentum 0.9) of the whole trained part or of its last half (by
-    parameter count), at lr 1e-3 or 1e-2, for 2 or 5 epochs; and, at the head's input,
-    one tangent component (the combination with TMC). Nine trainings in all: candidates
-    that differ only in the layer share one."""
-    head = find_head(net)
-    body = [(n, p.numel()) for n, p in net.named_parameters() if not n.startswith(head + ".")]
-    total, remaining, half = sum(c for _, c in body), 0, None
-    for name, count in reversed(body):
-        remaining += count
-        if remaining >= total / 2:
-            half = name.rsplit(".", 1)[0]
-            break
-    common = dict(batch_size=cfg.batch_size, seed=cfg.seed, beta=cfg.beta)
-    fine_tune = [Adaptation("fine-tune", lr, epochs, train_from=part, layer=layer, **common)
-                 for part in (None, half) for lr in (1e-3, 1e-2) for epochs in (2, 5) for layer in feature_layers(net)]
-    return [*layer_candidates(net, cfg), *fine_tune, Adaptation("tangent", 1e-3, 5, **common)]
+    _statistics("stats-ridge"))
 
 
 def _describe_adaptation(strategy) -> str:
@@ -575,9 +470,9 @@ def _first_session(candidates: Callable[[nn.Module, TrainConfig], List[Adaptatio
     def build(top, cfg, common):
         net = with_new_head(top, cfg)
         one_pass = {k: v for k, v in common.items() if k != "train_epochs"}  # statistics need one pass
-        return AdaptThenComposeStrategy(network=net, num_classes=cfg.num_classes, adaptation=candidates(net, cfg),
-                                        head="ridge", projection_dim=cfg.projection_dim, seed=cfg.seed,
-                                        **dict(one_pass, train_mb_size=cfg.eval_batch_size))
+        return create_strategy("adapt-then-compose", net, num_classes=cfg.num_classes,
+                               adaptation=candidates(net, cfg), head="ridge", projection_dim=cfg.projection_dim,
+                               seed=cfg.seed, **dict(one_pass, train_mb_size=cfg.eval_batch_size))
 
     return build
 

@@ -20,7 +20,7 @@ PAPER = dict(
 # runs; where their code and the paper's text differ the value here says which it follows
 # (docs/paper-benchmarks.md, "Reproducing the paper", has both):
 # * the stem (conv1, bn1) plain, layer1..fc linearized (models/linear_resnet.py); "after-stem"
-#   generalises it to other backbones (benchmarks.methods.linearize_start);
+#   generalises it to other backbones (benchmarks.builders.linearize_start);
 # * a decay on δ, wd·sqrt(1e-6 + ‖δ‖²) with wd 1e-5, in the loss (conf/main.yaml, utils.py);
 # * their schedule: epoch e trains at 1e-4·0.1^#{m in (25, 40): m < e} (utils.py);
 # * their images: train Resize(256) + RandomCrop(224) + flip, test Resize(256) + CenterCrop(224);

@@ -17,7 +17,8 @@ from typing import Dict, Optional, Sequence
 import torch
 
 from avalanche_tmc import fine_tune, select_adaptation
-from benchmarks.methods import adaptation_candidates, method_groups, with_new_head
+from benchmarks.builders import adaptation_candidates, with_new_head
+from benchmarks.methods import method_groups
 from benchmarks.presets import PRESETS
 from benchmarks.run import final_accuracies, run_group
 from experiments.common import prepare_run, preset_parser

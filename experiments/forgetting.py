@@ -13,7 +13,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from avalanche_tmc import TangentModel, TMCStrategy
-from benchmarks.methods import TrainConfig, tangent_base
+from benchmarks.builders import tangent_base
+from benchmarks.methods import TrainConfig
 from benchmarks.presets import PRESETS
 from experiments.common import prepare_run, preset_parser
 

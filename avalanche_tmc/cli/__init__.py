@@ -56,11 +56,11 @@ from .exits import (
 )
 from .loading import DEFAULT_DATA, DEFAULT_MODEL, load_factory, parse_options
 from .parser import build_parser
-from .strategies import METHODS
+from .strategies import methods
 
 __all__ = [
     "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY", "EXIT_TRAINING",
     "EXIT_PIPE", "EXIT_CODES",
-    "FactoryError", "UsageError", "METHODS", "DEFAULT_MODEL", "DEFAULT_DATA", "load_factory", "parse_options",
+    "FactoryError", "UsageError", "methods", "DEFAULT_MODEL", "DEFAULT_DATA", "load_factory", "parse_options",
     "build_parser", "main", "entry_point",
 ]

@@ -11,7 +11,7 @@ from .exits import EXIT_OK
 from .loading import Factories
 from .logs import LogSettings, evaluator
 from .outputs import read_components, read_key
-from .strategies import Runtime, analytic_model, analytic_strategy, tangent_strategy
+from .strategies import Runtime, statistics_method, statistics_strategy, tangent_strategy
 
 if TYPE_CHECKING:
     from torch import nn
@@ -66,8 +66,8 @@ def evaluation_strategy(composition: "Component", net: "nn.Module", factories: F
         names = [n for n, _ in base.get("linearized", [])]
         strategy = tangent_strategy(net, names or "all", runtime)
     else:
-        model = analytic_model(net, base.get("head"), base.get("projection_dim"), base.get("projection_seed", 0))
-        strategy = analytic_strategy(model, runtime)
+        strategy = statistics_strategy(net, statistics_method(base.get("head"), base.get("projection_dim")), runtime,
+                                       base.get("projection_dim"), base.get("projection_seed", 0))
     install_composition(strategy, composition, f"the network of {factories.model} (options {factories.model_options})")
     return strategy
 

@@ -1,8 +1,9 @@
-"""The strategies the commands train and evaluate with: a ``TMCStrategy`` on the factory's
-network (tangent methods) or an ``AnalyticHeadStrategy`` (training-free heads)."""
+"""The strategies the commands train and evaluate with, built by name from the library's
+strategy registry (:mod:`avalanche_tmc.training.registry`): ``--method`` is any
+registered strategy whose components can be written as files."""
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
     from avalanche.core import SupervisedPlugin
@@ -11,12 +12,17 @@ if TYPE_CHECKING:
 
     from ..training.protocols import ComposableLearner
 
-__all__ = ["METHODS", "Runtime", "TangentTraining", "tangent_strategy", "analytic_model", "analytic_strategy",
+__all__ = ["methods", "Runtime", "TangentTraining", "tangent_strategy", "statistics_strategy", "statistics_method",
            "strategy_for_method"]
 
-METHODS = ("tmc", "tmc-fc", "ridge", "ranpac", "ncm")
-"""``--method``: tangent components (all parameters linearized, or the head only) or the
-training-free heads' statistics (ridge, ridge on random ReLU features, nearest class mean)."""
+
+def methods() -> Tuple[str, ...]:
+    """``--method``'s choices: the registered strategies that write component files (tangent
+    components with every parameter or the head alone linearized; the training-free heads'
+    statistics: ridge, ridge on random ReLU features, nearest class mean)."""
+    from ..training.registry import list_strategies
+
+    return list_strategies(component_files=True)
 
 
 @dataclass(frozen=True)
@@ -41,48 +47,45 @@ class TangentTraining:
     epochs: int = 5
 
 
-def _head_size(net: "nn.Module") -> int:
-    from ..tangent import find_head
-
-    return int(net.get_submodule(find_head(net)).out_features)
+def _runtime_options(runtime: Runtime) -> dict:
+    return dict(eval_mb_size=runtime.eval_batch_size, device=runtime.device, plugins=list(runtime.plugins),
+                evaluator=runtime.evaluator)
 
 
 def tangent_strategy(net: "nn.Module", linearize: Union[str, List[str]], runtime: Runtime,
                      training: Optional[TangentTraining] = None) -> "ComposableLearner":
-    """A ``TMCStrategy`` on ``net`` with ``linearize`` linearized; ``training`` None: one that
-    only evaluates (the strategy's own training defaults, never used)."""
-    from ..tangent import TangentModel
-    from ..training.strategies.tangent import TMCStrategy
+    """The registry's ``tmc`` on ``net`` with ``linearize`` linearized; ``training`` None: one
+    that only evaluates (the strategy's own training defaults, never used)."""
+    from ..training.registry import create_strategy
 
-    model = TangentModel(net, linearize=linearize)
     trains = {} if training is None else dict(
         lr=training.lr, beta=training.beta, weighting=training.weighting, train_mb_size=training.batch_size,
         train_epochs=training.epochs)
-    return TMCStrategy(model=model, eval_mb_size=runtime.eval_batch_size, device=runtime.device,
-                       plugins=list(runtime.plugins), evaluator=runtime.evaluator, **trains)
+    return create_strategy("tmc", net, linearize=linearize, **_runtime_options(runtime), **trains)
 
 
-def analytic_model(net: "nn.Module", head: str, projection_dim: Optional[int], seed: int = 0) -> "nn.Module":
-    """An ``AnalyticClassifier`` on ``net``'s penultimate features, its head sized as ``net``'s."""
-    from ..models.analytic import AnalyticClassifier, penultimate
+def statistics_strategy(net: "nn.Module", method: str, runtime: Runtime, projection_dim: Optional[int] = None,
+                        seed: int = 0) -> "ComposableLearner":
+    """The registry's training-free ``method`` (``stats-ridge``, ``ranpac``, ``ncm``) on
+    ``net``'s penultimate features, its head sized as ``net``'s (statistics gathered in
+    batches of ``--eval-batch-size``)."""
+    from ..training.registry import create_strategy
 
-    return AnalyticClassifier(penultimate(net), _head_size(net), head=head, projection_dim=projection_dim, seed=seed)
+    projection = {} if projection_dim is None else dict(projection_dim=projection_dim)
+    return create_strategy(method, net, seed=seed, train_mb_size=runtime.eval_batch_size, **projection,
+                           **_runtime_options(runtime))
 
 
-def analytic_strategy(model: "nn.Module", runtime: Runtime) -> "ComposableLearner":
-    """An ``AnalyticHeadStrategy`` (statistics gathered in batches of ``--eval-batch-size``)."""
-    from ..training.strategies.analytic import AnalyticHeadStrategy
-
-    return AnalyticHeadStrategy(model=model, train_mb_size=runtime.eval_batch_size,
-                                eval_mb_size=runtime.eval_batch_size, device=runtime.device,
-                                plugins=list(runtime.plugins), evaluator=runtime.evaluator)
+def statistics_method(head: Optional[str], projection_dim: Optional[int]) -> str:
+    """The registered name of the training-free head a component file describes."""
+    return "ncm" if head == "ncm" else "ranpac" if projection_dim else "stats-ridge"
 
 
 def strategy_for_method(net: "nn.Module", method: str, runtime: Runtime, training: TangentTraining,
                         projection_dim: int, seed: int) -> "ComposableLearner":
     """The strategy that trains ``--method``'s components on ``net``."""
-    if method in ("tmc", "tmc-fc"):
+    from ..training.registry import strategy_spec
+
+    if strategy_spec(method).family == "tangent":
         return tangent_strategy(net, "head" if method == "tmc-fc" else "all", runtime, training)
-    head = "ncm" if method == "ncm" else "ridge"
-    projection = projection_dim if method == "ranpac" else None
-    return analytic_strategy(analytic_model(net, head, projection, seed), runtime)
+    return statistics_strategy(net, method, runtime, projection_dim, seed)

@@ -19,7 +19,7 @@ from .exits import EXIT_OK, UsageError
 from .loading import Factories
 from .logs import LogSettings, evaluator, gather_written, speaks
 from .outputs import check_output, check_writable, read_key
-from .strategies import METHODS, Runtime, TangentTraining, strategy_for_method
+from .strategies import Runtime, TangentTraining, methods, strategy_for_method
 
 __all__ = ["NAME", "TrainJob", "register", "run", "train_component"]
 
@@ -37,7 +37,7 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
         "each process writes the files of the experiences it trained.")
     train.add_argument("--experience", nargs="+", required=True, metavar="ID", type=experience_id,
                        help="experience ids (indices of the training stream) this silo trains, or 'all'")
-    train.add_argument("--method", choices=METHODS, default="tmc",
+    train.add_argument("--method", choices=methods(), default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
     train.add_argument("--lr", type=POSITIVE_FLOAT, default=1e-2,

@@ -11,6 +11,8 @@
   store its component files go through (this package imports neither
   :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed`);
 * :mod:`.losses`: the Rescaled Square Loss;
+* :mod:`.registry`: the strategy registry (``register_strategy`` / ``create_strategy`` /
+  ``list_strategies``: one name per strategy, for users, the command line and the runner);
 * :mod:`.seeding`: the one rule seeding each experience's training (``1000·seed + id``);
 * :mod:`.divergence`: :class:`~avalanche_tmc.training.divergence.DivergenceError`, raised by
   every learner whose training diverges;

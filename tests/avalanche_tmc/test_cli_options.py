@@ -68,7 +68,7 @@ def test_loggers_write_text_csv_and_tensorboard(tmp_path, capsys):
     assert again[:1] == rows and len(again) == 2
     # the analytic heads log their (cross-entropy) loss under its name too
     assert main(["train-component", "--experience", "0", "--out", str(tmp_path / "ridge"), *QUICK, "--method",
-                 "ridge", "--logger", "text"]) == EXIT_OK
+                 "stats-ridge", "--logger", "text"]) == EXIT_OK
     assert "CE_Loss_Epoch/train_phase" in capsys.readouterr().out
 
 

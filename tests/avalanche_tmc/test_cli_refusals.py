@@ -179,7 +179,7 @@ def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files
 
     factories = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
                  "tests.avalanche_tmc.cli_factories:data", "--option", "tasks=3", "--quiet"]
-    assert main(["train-component", "--experience", "0", "1", "--method", "ridge", "--out", str(tmp_path),
+    assert main(["train-component", "--experience", "0", "1", "--method", "stats-ridge", "--out", str(tmp_path),
                  *factories]) == EXIT_OK
     composed = str(tmp_path / "composed.safetensors")
     assert main(["compose", str(tmp_path), "--out", composed]) == EXIT_OK

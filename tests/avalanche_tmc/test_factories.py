@@ -136,7 +136,7 @@ def test_a_classic_benchmark_through_the_command_line(tmp_path):
                  "--data-option", f"dataset_root={DEBIAN_FASHION_MNIST}"]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     cli = [sys.executable, "-m", "avalanche_tmc.cli"]
-    train = subprocess.run([*cli, "train-component", "--experience", "0", "--method", "ridge", "--quiet", "--out",
+    train = subprocess.run([*cli, "train-component", "--experience", "0", "--method", "stats-ridge", "--quiet", "--out",
                             str(tmp_path), *factories], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=300)
     assert train.returncode == 0, train.stderr[-3000:]

@@ -13,8 +13,9 @@ from torchvision.models import resnet18, resnet50
 
 from avalanche_tmc import TangentModel
 from benchmarks import backbones, methods
+from benchmarks.builders import linearize_start
 from benchmarks.config import RunConfig
-from benchmarks.methods import TME_GROUP, TrainConfig, build_strategy, groups_for, linearize_start
+from benchmarks.methods import TME_GROUP, TrainConfig, build_strategy, groups_for
 from benchmarks.presets import AUTHORS, PRESETS
 from benchmarks.scenarios import authors_shards, class_order, make_scenario
 from tests.helpers import TinyResNet

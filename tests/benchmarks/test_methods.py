@@ -63,7 +63,8 @@ def test_every_group_builds_and_selects_each_row(group):
 def test_a_tuned_unit_overrides_its_family_and_self_tuned_groups_keep_their_own_values():
     from dataclasses import replace
 
-    from benchmarks.methods import config_for, decay_milestones, other_beta, tuning_unit
+    from benchmarks.builders import other_beta
+    from benchmarks.methods import config_for, decay_milestones, tuning_unit
 
     groups = {g.name: g for g in method_groups()}
     cfg = TrainConfig(num_classes=5, lr_tangent=1e-3, lr=0.01, epochs=5, tangent_epochs=7)
@@ -113,28 +114,6 @@ def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch)
 def test_builtin_rows_must_name_an_avalanche_baseline():
     with pytest.raises(ValueError, match="BUILTIN_METHODS"):
         methods._register_builtin(Row("icarl", "iCaRL", "O(1)"))
-
-
-def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
-    from torch import nn
-
-    from benchmarks.trunk import ChainSegment
-
-    chain = ChainSegment([("conv", nn.Conv2d(1, 4, 3)), ("act", nn.ReLU()), ("bn", nn.BatchNorm2d(4)),
-                          ("pool", nn.AdaptiveAvgPool2d(1)), ("fc", nn.Linear(4, 3))])
-    assert methods.feature_layers(chain) == ["stages.conv", "stages.bn", None]
-    plain = nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
-    assert methods.feature_layers(plain) == ["0", None]
-    cfg = methods.TrainConfig(num_classes=3, epochs=1)
-    grid = methods.adaptation_candidates(chain, cfg)
-    assert [c.layer for c in methods.layer_candidates(chain, cfg)] == ["stages.conv", "stages.bn", None]
-    trainings = {c.training() for c in grid if c.how != "none"}
-    common = dict(batch_size=cfg.batch_size, beta=cfg.beta)
-    assert trainings == {  # nine trainings, each read at every layer
-        *(methods.Adaptation("fine-tune", lr, epochs, train_from=part, **common)
-          for part in (None, "stages.conv") for lr in (1e-3, 1e-2) for epochs in (2, 5)),  # half: by count
-        methods.Adaptation("tangent", 1e-3, 5, **common)}
-    assert len(grid) == 3 + 8 * 3 + 1
 
 
 def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice():

@@ -111,7 +111,7 @@ def nan_model(**options) -> nn.Module:
 
 @pytest.mark.parametrize("method, model, message", [
     ("tmc", "tests.avalanche_tmc.cli_factories:model", "training diverged"),
-    ("ridge", "tests.avalanche_tmc.training.test_divergence:nan_model", "hold NaN/inf")])
+    ("stats-ridge", "tests.avalanche_tmc.training.test_divergence:nan_model", "hold NaN/inf")])
 def test_the_command_line_exits_with_the_training_code_on_divergence(method, model, message, tmp_path, capsys):
     lr = ["--lr", "1e30"] if method == "tmc" else []
     code = main(["train-component", "--method", method, "--experience", "0", "--out", str(tmp_path), "--epochs", "1",

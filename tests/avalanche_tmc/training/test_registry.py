@@ -1,0 +1,87 @@
+"""The strategy registry (avalanche_tmc.training.registry): one name per strategy, built the
+same way by a user, the command line and the runner."""
+
+import pytest
+import torch
+from avalanche.training.plugins import ReplayPlugin
+from avalanche.training.supervised import Naive
+
+from avalanche_tmc import (
+    AnalyticHeadStrategy,
+    TangentModel,
+    TMCSeqStrategy,
+    TMCStrategy,
+    TMEStrategy,
+    create_strategy,
+    list_strategies,
+    register_strategy,
+    strategy_spec,
+)
+from avalanche_tmc.cli.strategies import methods as cli_methods
+from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark
+
+
+def _net():
+    torch.manual_seed(0)
+    return TinyResNet(num_classes=NUM_CLASSES)
+
+
+def test_the_library_registers_its_strategies_by_family():
+    assert set(list_strategies("tangent")) >= {"tmc", "tme", "tmc-seq", "tmc-fc"}
+    assert set(list_strategies("training-free")) >= {"stats-ridge", "ranpac", "ncm", "adapt-then-compose"}
+    # --method offers exactly the strategies whose components can be written as files
+    assert cli_methods() == list_strategies(component_files=True) == ("tmc", "tmc-fc", "stats-ridge", "ranpac", "ncm")
+
+
+@pytest.mark.parametrize("name, kind, linearize", [
+    ("tmc", TMCStrategy, "all"), ("tme", TMEStrategy, "all"), ("tmc-seq", TMCSeqStrategy, "all"),
+    ("tmc-fc", TMCStrategy, "head")])
+def test_tangent_names_build_their_strategy_on_the_tangent_model_they_say(name, kind, linearize):
+    strategy = create_strategy(name, _net(), lr=1e-2, evaluator=quiet_evaluator())
+    assert type(strategy) is kind
+    assert strategy.model.linearized_names == TangentModel(_net(), linearize=linearize).linearized_names
+
+
+@pytest.mark.parametrize("name, head, projection", [("stats-ridge", "ridge", None), ("ranpac", "ridge", 16),
+                                                    ("ncm", "ncm", None)])
+def test_training_free_names_build_the_head_they_say(name, head, projection):
+    strategy = create_strategy(name, _net(), projection_dim=16, seed=3, evaluator=quiet_evaluator())
+    assert isinstance(strategy, AnalyticHeadStrategy)
+    model = strategy.model
+    assert (model.head, model.projection_dim, model.num_classes, model.seed) == (head, projection, NUM_CLASSES, 3)
+
+
+def test_a_registered_strategy_trains_as_the_class_it_builds():
+    """create_strategy("tmc", ...) and TMCStrategy(...) on the same network and seed learn the
+    same components."""
+    bm = small_benchmark(n_experiences=2)
+    built = create_strategy("tmc", _net(), lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator())
+    direct = TMCStrategy(model=TangentModel(_net()), lr=1e-2, train_mb_size=8, train_epochs=1,
+                         evaluator=quiet_evaluator())
+    for strategy in (built, direct):
+        for exp in bm.train_stream:
+            torch.manual_seed(exp.current_experience)
+            strategy.train(exp)
+    for name, value in direct.composed_delta.items():
+        assert torch.equal(built.composed_delta[name], value)
+
+
+def test_importing_baselines_registers_avalanche_s_strategies_the_same_way():
+    import baselines  # noqa: F401
+
+    assert set(list_strategies("non-linear")) >= {"naive", "er", "lwf", "ewc", "der", "joint", "soup", "ens-l",
+                                                  "ens-sm"}
+    assert strategy_spec("joint-tangent").family == "tangent" and strategy_spec("slda").family == "training-free"
+    er = create_strategy("er", _net(), mem_size=40, evaluator=quiet_evaluator())
+    assert type(er) is Naive and [p.mem_size for p in er.plugins if isinstance(p, ReplayPlugin)] == [40]
+    assert create_strategy("ens-sm", _net(), evaluator=quiet_evaluator()).combine == "ens-sm"
+
+
+def test_unknown_names_duplicates_and_unknown_families_are_refused():
+    with pytest.raises(KeyError, match="No strategy named 'icarl'; registered: tmc, tme"):
+        create_strategy("icarl", _net())
+    with pytest.raises(ValueError, match="already registered"):
+        register_strategy("tmc", family="tangent", description="again")(lambda network, **options: None)
+    with pytest.raises(ValueError, match="family 'linear' is not one of"):
+        register_strategy("new-one", family="linear", description="?")
+    assert "new-one" not in list_strategies()
