@@ -9,7 +9,8 @@
 * :mod:`.protocols`: every protocol of a strategy, typed: what the rollback needs, what
   files and processes use a strategy through (``ComposableLearner``), and the component
   store its component files go through (this package imports neither
-  :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed`);
+  :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed` /
+  :mod:`avalanche_tmc.distributed_setup`);
 * :mod:`.losses`: the Rescaled Square Loss;
 * :mod:`.seeding`: the one rule seeding each experience's training (``1000·seed + id``);
 * :mod:`.divergence`: :class:`~avalanche_tmc.training.divergence.DivergenceError`, raised by
