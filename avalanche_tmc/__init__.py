@@ -39,14 +39,8 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         head_statistics,
         ridge_head,
     )
-    from .distributed import (
-        ParallelReport,
-        ParallelSetupError,
-        ParallelTrainingError,
-        init_parallel,
-        shutdown_parallel,
-        train_parallel,
-    )
+    from .distributed import ParallelReport, train_parallel
+    from .distributed_setup import ParallelSetupError, ParallelTrainingError, init_parallel, shutdown_parallel
     from .files import (
         Component,
         ComponentExistsError,

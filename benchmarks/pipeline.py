@@ -122,7 +122,7 @@ def step_times(batch: int = 8, image_size: int = 224, rounds: int = 3) -> Dict[s
     import torchvision
 
     from avalanche_tmc import RescaledSquareLoss, TangentModel, replace_head
-    from benchmarks.speed import interleaved_medians
+    from benchmarks.speed_timing import interleaved_medians
 
     torch.manual_seed(0)
     base = torchvision.models.resnet50(weights=None)

@@ -5,7 +5,8 @@
 * the library never imports the checkout's ``benchmarks``, ``baselines``, ``examples``,
   ``experiments`` or ``tests``;
 * the Avalanche glue (``avalanche_tmc.training``) imports neither the files
-  (``avalanche_tmc.files``) nor the processes (``avalanche_tmc.distributed``): those act on
+  (``avalanche_tmc.files``) nor the processes (``avalanche_tmc.distributed``,
+  ``avalanche_tmc.distributed_setup``): those act on
   a strategy through the learner protocol (``training/protocols.py``), arrows point down;
 * the module-level imports between the library's modules form no cycle.
 """
@@ -21,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1] / "avalanche_tmc"
 CHECKOUT_ONLY = ("benchmarks", "baselines", "examples", "experiments", "tests")
 # package -> the library's modules above it, which it must never import
 FORBIDDEN = {
-    "avalanche_tmc.training": ("avalanche_tmc.files", "avalanche_tmc.distributed", "avalanche_tmc.cli",
-                               "avalanche_tmc.factories", "avalanche_tmc.loggers"),
+    "avalanche_tmc.training": ("avalanche_tmc.files", "avalanche_tmc.distributed", "avalanche_tmc.distributed_setup",
+                               "avalanche_tmc.cli", "avalanche_tmc.factories", "avalanche_tmc.loggers"),
 }
 # package -> the top-level packages (besides the standard library) it may import
 ALLOWED = {

@@ -64,7 +64,7 @@ def _training_errors() -> Tuple[type, ...]:
     compose, forget and inspect Avalanche's start-up of several seconds)."""
     return tuple(getattr(sys.modules[module], name) for module, name in (
         ("avalanche_tmc.training.divergence", "DivergenceError"),
-        ("avalanche_tmc.distributed", "ParallelTrainingError")) if module in sys.modules)
+        ("avalanche_tmc.distributed_setup", "ParallelTrainingError")) if module in sys.modules)
 
 
 def exit_code(error: BaseException) -> Optional[int]:

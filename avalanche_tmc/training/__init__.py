@@ -9,7 +9,8 @@
 * :mod:`.protocols`: every protocol of a strategy, typed: what the rollback needs, what
   files and processes use a strategy through (``ComposableLearner``), and the component
   store its component files go through (this package imports neither
-  :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed`);
+  :mod:`avalanche_tmc.files` nor :mod:`avalanche_tmc.distributed` /
+  :mod:`avalanche_tmc.distributed_setup`);
 * :mod:`.losses`: the Rescaled Square Loss;
 * :mod:`.registry`: the strategy registry (``register_strategy`` / ``create_strategy`` /
   ``list_strategies``: one name per strategy, for users, the command line and the runner);

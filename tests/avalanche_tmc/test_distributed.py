@@ -19,7 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from avalanche_tmc import TangentModel, TMCSeqStrategy, TMCStrategy
-from avalanche_tmc.distributed import assign_experiences, init_parallel, train_parallel
+from avalanche_tmc.distributed import init_parallel, train_parallel
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, random_delta, small_benchmark, tensor_dataset, tmc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +47,6 @@ def _result(path):
     with safe_open(str(path), "pt") as f:
         metadata = {k: json.loads(v) for k, v in f.metadata().items()}
     return load_file(str(path)), metadata
-
-
-def test_assign_experiences_balances_sizes_deterministically():
-    assert assign_experiences([10, 10, 10, 10, 10], 2) == [[0, 2, 4], [1, 3]]
-    assert assign_experiences([50, 10, 10, 10, 10, 10], 2) == [[0], [1, 2, 3, 4, 5]]
-    assert assign_experiences([3, 3], 4) == [[0], [1], [], []]
-    shares = assign_experiences([7, 1, 4, 4, 9, 2], 3)
-    assert sorted(i for s in shares for i in s) == list(range(6))
-    loads = [sum([7, 1, 4, 4, 9, 2][i] for i in s) for s in shares]
-    assert max(loads) - min(loads) <= 2
-    with pytest.raises(ValueError):
-        assign_experiences([1], 0)
 
 
 def test_without_a_launcher_it_trains_sequentially_seeded_by_experience(device):
@@ -186,8 +174,8 @@ def test_a_failing_rank_fails_the_run_naming_rank_and_experience(tmp_path, devic
     assert done.returncode != 0
     message = "rank 1 failed on experience 3 (RuntimeError: injected failure on experience 3)"
     output = done.stdout + done.stderr
-    assert f"[rank0]: avalanche_tmc.distributed.ParallelTrainingError: {message}" in output
-    assert f"[rank1]: avalanche_tmc.distributed.ParallelTrainingError: {message}" in output
+    assert f"[rank0]: avalanche_tmc.distributed_setup.ParallelTrainingError: {message}" in output
+    assert f"[rank1]: avalanche_tmc.distributed_setup.ParallelTrainingError: {message}" in output
     assert seconds < 120 and not list(tmp_path.glob("rank*.safetensors"))
 
 
@@ -199,37 +187,6 @@ def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path, device, dist_bac
     output = done.stdout + done.stderr
     assert "rank 1 (experiences [1, 3]) did not reach the composition within 5 s" in output
     assert seconds < 120  # the hung rank sleeps 600 s: the run ended on the timeout, not on it
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("environment, message", [
-    (dict(WORLD_SIZE="2"), r"sets \['WORLD_SIZE'\] but not \['RANK', 'MASTER_ADDR', 'MASTER_PORT'\]"),
-    (dict(RANK="0"), "but not"),
-    (dict(RANK="two", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999"), "must be integers"),
-    (dict(RANK="3", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999"), "not a rank of"),
-])
-def test_an_incomplete_launcher_environment_is_a_setup_error(monkeypatch, environment, message):
-    """Issue 21: WORLD_SIZE without torchrun exited 1 (a bug) instead of 6 (a set-up failure)."""
-    from avalanche_tmc.distributed import ParallelSetupError, ParallelTrainingError
-
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(ParallelSetupError, match=message):
-        init_parallel(timeout=5)
-    assert issubclass(ParallelSetupError, ParallelTrainingError) and not dist.is_initialized()
-
-
-@pytest.mark.integration
-def test_a_survivor_names_the_lost_rank():
-    """Issue 21: when a rank was killed, the survivor's message never named it."""
-    from avalanche_tmc.distributed import lost_ranks
-
-    assert lost_ranks("[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 5 ms", 0, 4) == [1, 3]
-    assert lost_ranks("Connection closed by peer [127.0.0.1]:29500", 1, 2) == [0]  # two ranks: the other one
-    assert lost_ranks("[Rank 2] recv from rank 0 failed", 2, 3) == [0]
-    assert lost_ranks("Connection reset by peer", 1, 3) == []  # cannot tell
 
 
 @pytest.mark.integration
@@ -293,19 +250,3 @@ def test_what_goes_through_a_collective_lives_on_the_communication_device(monkey
     received = [*total.values(), *(t for c in components.values() for t in c.values())]
     assert all(t.device == meta for t in received)
     assert [t.dtype for t in total.values()] == [t.dtype for t in composition.summed().values()]
-
-
-def test_an_nccl_job_whose_processes_share_a_gpu_or_train_off_their_current_device_is_refused():
-    """Issue 23: NCCL communicates through each process's current CUDA device and refuses two
-    ranks on one GPU; what the ranks report is checked before anything goes through NCCL."""
-    from avalanche_tmc.distributed import _device_problems
-
-    def rank(r, host="a", current=0, gpu="GPU-0", device="cuda"):
-        return dict(rank=r, host=host, current=current, gpu=gpu, device=device)
-
-    assert _device_problems([rank(0), rank(1, current=1, gpu="GPU-1")]) == []
-    assert _device_problems([rank(0), rank(1, host="b")]) == []  # the same index on two machines
-    assert _device_problems([rank(0, device="cpu"), rank(1, current=1, gpu="GPU-1", device="cuda:1")]) == []
-    assert _device_problems([rank(0), rank(1)]) == ["ranks [0, 1] share GPU GPU-0 on a"]
-    assert _device_problems([rank(0, device="cuda:0"), rank(1, current=0, gpu="GPU-1", device="cuda:1")]) == [
-        "rank 1 trains on cuda:1 but its current CUDA device is cuda:0"]
