@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
         shutdown_parallel,
         train_parallel,
     )
+    from .factories.benchmarks import DatasetNotFoundError
+    from .factories.models import WeightsNotFoundError
     from .files import (
         Component,
         ComponentExistsError,
@@ -201,4 +203,6 @@ __all__ = [
     "plot_stream",
     "accuracy_matrix",
     "StreamAccuracies",
+    "DatasetNotFoundError",
+    "WeightsNotFoundError",
 ]
