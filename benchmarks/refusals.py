@@ -30,8 +30,7 @@ class Refusal(SystemExit):
 
 def _refused_kinds() -> tuple:
     """The loaders' errors for inputs that are missing here (not bugs)."""
-    from benchmarks.backbones import WeightsNotFoundError
-    from benchmarks.datasets.base import DatasetNotFoundError
+    from avalanche_tmc.factories import DatasetNotFoundError, WeightsNotFoundError  # the runner raises these too
     from benchmarks.install import MissingPackageError
 
     kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError]

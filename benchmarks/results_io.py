@@ -3,22 +3,21 @@
 A result row is a dict with the keys in :data:`COLUMNS` (see :mod:`benchmarks.report`);
 :data:`TUNING_COLUMNS` are those of a tuning trial (:mod:`benchmarks.tuning`). Here: the
 schema, the keys that index rows (run, method, model, after_task, eval_exp) and the
-accuracy indexes built from them, the one atomic write (:func:`atomic_path`) and the CSV
-readers, which refuse a malformed file with :class:`ReportFileError`. The tables are
+accuracy indexes built from them, the CSV writers (through the library's one atomic write,
+:func:`avalanche_tmc.files.filesystem.atomic_path`, re-exported here) and the CSV readers,
+which refuse a malformed file with :class:`ReportFileError`. The tables are
 :mod:`benchmarks.tables`, the plots :mod:`benchmarks.plots`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from avalanche_tmc.files.filesystem import atomic_path
 from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_names, method_row
 
@@ -137,24 +136,6 @@ def seed_count(rows: Iterable[Row]) -> int:
 
 
 # ----------------------------------------------------------------------------- CSV
-
-
-@contextlib.contextmanager
-def atomic_path(path: PathLike, mode: int = 0o644):
-    """Yield a temporary path next to ``path``; when the block succeeds it is renamed over
-    ``path`` (``os.replace``), so a kill or an error never leaves a half-written file.
-    The file gets permissions ``mode`` (results files are ordinary files: ``0o644``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, mode)  # mkstemp makes it private
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _write_dict_csv(rows: Iterable[Row], path: PathLike, columns: Sequence[str]) -> Path:

@@ -20,13 +20,13 @@ importable from here.
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from avalanche_tmc.files.filesystem import check_writable
 from benchmarks import report
 from benchmarks.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.jobs import available_cores, run_tasks
@@ -49,7 +49,7 @@ from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges
 from benchmarks.tuning_run import tune_config
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
-           "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "check_writable", "main",
+           "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "main",
            "preflight", "check_backbone"]
 
 
@@ -222,24 +222,17 @@ def _tuned_text(tuned) -> str:
     return ", ".join(f"{unit} {lr:g} / {epochs} epochs" for unit, (lr, epochs) in tuned.items())
 
 
-def check_writable(out_dir: str) -> None:
-    """Refuse, before any training, an output folder that cannot be created or written."""
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-check-"):
-            pass
-    except OSError as error:
-        raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
-                         "choose another with --out.") from None
-
-
 def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """Run every run of the preset / command line and write the report."""
     args = parse_args(argv)
     runs, options = resolve(args)
     preflight(runs, options)
     out_dir = options.out or os.path.join("results", args.preset or runs[0].dataset)
-    check_writable(out_dir)
+    try:  # refused before any training (the library's check, which the command line uses too)
+        check_writable(out_dir)
+    except OSError as error:
+        raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
+                      "choose another with --out.") from None
     if options.deterministic:
         torch.use_deterministic_algorithms(True)
         torch.set_num_threads(1)

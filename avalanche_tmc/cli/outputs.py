@@ -3,7 +3,6 @@ that cannot be written, exists, or is one of the inputs is refused first."""
 
 import os
 import sys
-import tempfile
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 from .exits import UsageError
@@ -22,12 +21,13 @@ def shown(path: Any) -> str:
 
 
 def check_writable(directory: str, what: str) -> None:
-    """Create ``directory`` if needed and write a file there: an unusable output is found
-    before any training, not after."""
+    """:func:`avalanche_tmc.files.filesystem.check_writable` (create ``directory`` if
+    needed and write a file there: an unusable output is found before any training, not
+    after), its error a :class:`UsageError` naming ``what``."""
+    from ..files.filesystem import check_writable as probe
+
     try:
-        os.makedirs(directory, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
+        probe(directory)
     except OSError as error:
         raise UsageError(f"{what} {shown(directory)} cannot be written ({shown(error.strerror or error)}).") \
             from None

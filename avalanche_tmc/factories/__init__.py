@@ -31,10 +31,18 @@ from .benchmarks import (
     split_fmnist,
     split_mnist,
 )
-from .models import WeightsNotFoundError, digits_cnn, load_weights, small_cnn, timm_model, torchvision_model
+from .models import (
+    WeightsNotFoundError,
+    digits_cnn,
+    load_weights,
+    read_state_dict,
+    small_cnn,
+    timm_model,
+    torchvision_model,
+)
 
 __all__ = [
     "digits", "digits_splits", "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
-    "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights",
+    "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights", "read_state_dict",
     "DatasetNotFoundError", "WeightsNotFoundError",
 ]

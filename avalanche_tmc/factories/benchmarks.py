@@ -47,7 +47,10 @@ when ``dataset_root`` is not given and Avalanche's default location has no copy.
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """The data set's files are not where a factory looked (nothing is downloaded)."""
+    """A data set's files are not where they were looked for; nothing is downloaded, and the
+    message says where it looked and how to get the files. The one class for this error:
+    these factories raise it, and so do the benchmark runner's loaders
+    (``benchmarks.datasets``)."""
 
 
 def cache_dir() -> Path:

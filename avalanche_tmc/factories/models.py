@@ -28,16 +28,25 @@ from typing import Any, Dict, Iterator, Optional, Union
 import torch
 from torch import Tensor, nn
 
-__all__ = ["WeightsNotFoundError", "load_weights", "small_cnn", "digits_cnn", "torchvision_model", "timm_model"]
+__all__ = ["WeightsNotFoundError", "read_state_dict", "load_weights", "small_cnn", "digits_cnn", "torchvision_model",
+           "timm_model"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 class WeightsNotFoundError(FileNotFoundError):
-    """The weights file is not where a model factory looked (nothing is downloaded)."""
+    """A weights file is not where it was looked for, or is not the published one; nothing
+    is downloaded, and the message says which file to put where. The one class for this
+    error: these factories raise it, and so do the benchmark runner's backbone loaders
+    (``benchmarks.backbones``)."""
 
 
-def _read_state_dict(path: Path) -> Dict[str, Tensor]:
+def read_state_dict(path: PathLike) -> Dict[str, Tensor]:
+    """The state dict in ``path``: a ``.safetensors`` file, or a ``torch.save`` file read
+    with ``weights_only=True`` (tensors only), bare or inside a checkpoint dict under
+    ``state_dict`` / ``model`` / ``model_state_dict``; anything else is a ``ValueError``.
+    Keys are returned as saved (the benchmark runner strips a DataParallel ``module.``)."""
+    path = Path(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -58,7 +67,7 @@ def load_weights(net: nn.Module, path: PathLike) -> nn.Module:
     path = Path(path).expanduser()
     if not path.is_file():
         raise WeightsNotFoundError(f"No weights file {path}. Pass weights=<a state dict file> that exists.")
-    missing, unexpected = net.load_state_dict(_read_state_dict(path), strict=False)
+    missing, unexpected = net.load_state_dict(read_state_dict(path), strict=False)
     if missing or unexpected:
         raise ValueError(f"{path} does not fit {type(net).__name__}: missing {missing[:5]}, unexpected "
                          f"{unexpected[:5]}{' ...' if len(missing) > 5 or len(unexpected) > 5 else ''}.")

@@ -1,23 +1,40 @@
 """Bytes to and from the file system, safely: regular files only, bounded reads, atomic
-and exclusive writes.
+and exclusive writes, and a check that an output folder can be written.
 
 A file is written to a temporary file next to its path and put in place in one step, so a
-reader never sees half a file; without overwriting, of several writers exactly one
-succeeds (:class:`~avalanche_tmc.files.component.ComponentExistsError` for the others).
-Temporary files are removed on error, and those left by a killed writer are removed by the
-next write of the same file. Only regular files are read (a FIFO, a device or a directory
-is refused without blocking).
+reader never sees half a file (:func:`write_atomically` for bytes in memory,
+:func:`atomic_path` for a writer that wants a path, such as ``savefig`` or a CSV writer);
+without overwriting, of several writers exactly one succeeds
+(:class:`~avalanche_tmc.files.component.ComponentExistsError` for the others). Temporary
+files are removed on error, and those left by a killed writer are removed by the next
+write of the same file. Only regular files are read (a FIFO, a device or a directory is
+refused without blocking). :func:`check_writable` finds an unusable output folder before
+any slow work (the command line and the benchmark runner both call it).
 """
 
+import contextlib
 import os
 import secrets
 import socket
 import stat
-from typing import BinaryIO, Tuple
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional, Tuple, Union
 
 from .component import ComponentExistsError, ComponentFileError, _refuse, _shown
 
-__all__ = ["write_atomically", "read_regular_file"]
+__all__ = ["write_atomically", "atomic_path", "check_writable", "read_regular_file"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def check_writable(directory: PathLike) -> None:
+    """Create ``directory`` if needed and write (and remove) a temporary file there, so an
+    output folder that cannot be used is found before any training, not after. Raises the
+    ``OSError`` that says why (callers turn it into their own refusal)."""
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.TemporaryFile(dir=directory):
+        pass
 
 
 def _alive(pid: int) -> bool:
@@ -73,25 +90,66 @@ def _link_exclusively(tmp: str, path: str, data: bytes) -> None:
         raise
 
 
-def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary file put in place in one step;
-    ``overwrite=False`` creates ``path`` exclusively (:class:`ComponentExistsError` if it
-    exists, also when another process created it meanwhile). The directory is created if
-    needed; temporaries of dead writers of the same file are removed first."""
+def _open_temporary(path: str, mode: Optional[int]) -> Tuple[str, int]:
+    """(name, open descriptor) of a new temporary file next to ``path``, named
+    ``.<base>.<host>.<pid>.<random>.tmp``: the directory is created if needed and the
+    temporaries of dead writers of the same file are removed first. Permissions: ``mode``
+    exactly, or None for an ordinary new file (0o644 less the umask)."""
     directory, base = os.path.split(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temporaries(directory, base)
     tmp = os.path.join(directory, f".{base}.{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    if mode is not None:
+        try:
+            os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            os.remove(tmp)
+            raise
+    return tmp, fd
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike, *, mode: Optional[int] = None) -> Iterator[Path]:
+    """Yield a temporary path next to ``path`` to write the file to; when the block
+    succeeds the file is flushed to disk and renamed over ``path`` (``os.replace``), so
+    a kill or an error never leaves a half-written file (the temporary is removed; a
+    killed writer's by the next write of the same file). The directory is created if
+    needed. ``mode``: the file's permissions exactly (e.g. those of the file it
+    replaces); None: an ordinary new file's (0o644 less the umask)."""
+    tmp, fd = _open_temporary(os.fspath(path), mode)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
+def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file put in place in one step
+    (:func:`atomic_path`); ``overwrite=False`` creates ``path`` exclusively
+    (:class:`ComponentExistsError` if it exists, also when another process created it
+    meanwhile). The directory is created if needed; temporaries of dead writers of the
+    same file are removed first."""
+    if overwrite:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            f.write(data)
+        return
+    tmp, fd = _open_temporary(path, None)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            _link_exclusively(tmp, path, data)
+        _link_exclusively(tmp, path, data)
     finally:
         if os.path.lexists(tmp):
             os.remove(tmp)

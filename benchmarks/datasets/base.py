@@ -1,6 +1,7 @@
 """What every loader shares: input normalisation, the two dataset classes (in-memory
 ``uint8`` tensors and lazily read image files), seeded stratified splits, and the
-dataset-not-found error."""
+dataset-not-found error (the library's :class:`avalanche_tmc.factories.benchmarks.DatasetNotFoundError`,
+re-exported: one class for the library and the runner)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
+
+from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the library's class, re-exported
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
@@ -27,10 +30,6 @@ NORMALIZATIONS: Dict[str, Optional[Tuple[Tuple[float, ...], Tuple[float, ...]]]]
     "none": None,
 }
 Normalization = Union[str, Tuple[Sequence[float], Sequence[float]], None]
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """The files of a dataset are not where they were looked for (message: how to get them)."""
 
 
 class TooFewImagesError(ValueError):

@@ -1,6 +1,6 @@
 """The paper's large image-folder datasets (Caltech-256, MIT Indoor-67, Oxford-IIIT Pets,
 Tiny-ImageNet-200), read lazily with PIL from ``data_root``; a missing folder raises
-:class:`~benchmarks.datasets.base.DatasetNotFoundError` saying where to download it and
+:class:`~avalanche_tmc.factories.benchmarks.DatasetNotFoundError` saying where to download it and
 how to lay it out. ``transforms="authors"`` gives the training set the TMC authors' random
 crop and flip and the test set their centre crop (:func:`~benchmarks.datasets.base.make_transforms`);
 a class whose split leaves its train or test side empty raises

@@ -134,7 +134,7 @@ def test_the_scenario_follows_the_recipe():
 def test_weights_are_never_downloaded_and_a_damaged_file_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
     with pytest.raises(backbones.WeightsNotFoundError) as refused:
-        backbones.load_backbone("resnet50", version="IMAGENET1K_V1", download=False)
+        backbones.load_backbone("resnet50", version="IMAGENET1K_V1")
     message = str(refused.value)
     assert "resnet50-19c8e357.pth" in message and "19c8e357" in message and str(tmp_path / "hub") in message
     # a file where torch keeps it, named by its hash: read from there, checked against its name
@@ -144,8 +144,8 @@ def test_weights_are_never_downloaded_and_a_damaged_file_is_refused(tmp_path, mo
     torch.save(state, path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(backbones.WeightsNotFoundError, match="damaged or not the published one"):
-        backbones.load_backbone("resnet18", version="IMAGENET1K_V1", download=False)
+        backbones.load_backbone("resnet18", version="IMAGENET1K_V1")
     renamed = path.with_name(f"resnet18-{digest[:8]}.pth")
     path.rename(renamed)
-    loaded = backbones.load_backbone("resnet18", weights=renamed, download=False)
+    loaded = backbones.load_backbone("resnet18", weights=renamed)
     assert torch.equal(loaded.state_dict()["fc.weight"], state["fc.weight"])

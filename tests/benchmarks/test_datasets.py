@@ -265,6 +265,18 @@ def test_missing_folder_says_where_to_download(tmp_path, name, url_part):
     assert url_part in str(info.value) and "lay it out" in str(info.value)
 
 
+def test_a_missing_folder_raises_the_librarys_one_dataset_error(tmp_path):
+    """Issue 32: one class per error name, defined in the library; the runner raises it."""
+    import avalanche_tmc
+    from avalanche_tmc.factories import DatasetNotFoundError
+
+    assert D.DatasetNotFoundError is DatasetNotFoundError is avalanche_tmc.DatasetNotFoundError
+    with pytest.raises(FileNotFoundError) as info:
+        D.load_dataset("caltech256", data_root=tmp_path)
+    assert type(info.value) is avalanche_tmc.DatasetNotFoundError
+    assert "caltech.edu" in str(info.value)  # the message still says where to get it
+
+
 def test_missing_fashion_files_give_the_apt_command(tmp_path, monkeypatch):
     monkeypatch.setattr(mnist_like, "FASHION_MNIST_SYSTEM_DIR", tmp_path / "nothing")
     with pytest.raises(D.DatasetNotFoundError, match="apt-get install -y dataset-fashion-mnist"):
@@ -414,3 +426,30 @@ def test_backbone_weights_file_round_trip_and_errors(tmp_path, one_thread):
         load_backbone("resnet18", weights=tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="unknown backbone"):
         load_backbone("no_such_net_v9")
+
+
+def test_a_missing_weights_file_raises_the_librarys_one_weights_error(tmp_path, one_thread):
+    """Issue 32: the runner raises the library's WeightsNotFoundError (the same class), reads
+    files with the library's reader (.safetensors too) and still strips DataParallel's
+    ``module.``; weights that are not on this machine are never downloaded."""
+    from safetensors.torch import save_file
+
+    import avalanche_tmc
+    from benchmarks import backbones
+
+    assert backbones.WeightsNotFoundError is avalanche_tmc.WeightsNotFoundError
+    with pytest.raises(FileNotFoundError) as info:
+        backbones.load_backbone("resnet18", weights=tmp_path / "missing.pt")
+    assert type(info.value) is avalanche_tmc.WeightsNotFoundError
+    assert str(tmp_path / "missing.pt") in str(info.value) and "torch.save(model.state_dict(), path)" in str(info.value)
+    model = backbones.load_backbone("resnet18", pretrained=False)
+    wrapped = {f"module.{k}": v for k, v in model.state_dict().items()}  # as saved from nn.DataParallel
+    torch.save({"model": wrapped}, tmp_path / "dp.pth")
+    save_file({k: v.contiguous() for k, v in wrapped.items()}, str(tmp_path / "dp.safetensors"))
+    for name in ("dp.pth", "dp.safetensors"):
+        again = backbones.load_backbone("resnet18", weights=tmp_path / name)
+        assert torch.equal(model.fc.weight, again.fc.weight)
+    assert "download" not in backbones.load_backbone.__code__.co_varnames  # no download switch any more
+    if has_module("timm"):
+        with pytest.raises(avalanche_tmc.WeightsNotFoundError, match="never downloads.*--weights PATH"):
+            backbones.load_backbone("timm:resnet18")

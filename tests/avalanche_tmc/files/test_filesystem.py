@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import torch
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import TangentModel
-from avalanche_tmc.files.filesystem import write_atomically
+from avalanche_tmc.files.filesystem import atomic_path, check_writable, write_atomically
 from tests.avalanche_tmc.files.common import ROOT, same_net
 from tests.helpers import NUM_CLASSES, random_delta
 
@@ -137,6 +138,39 @@ def test_an_atomic_write_puts_exactly_the_bytes_in_place_and_refuses_to_replace_
     with pytest.raises(cf.ComponentExistsError, match="exists"):
         write_atomically(str(path), b"x", overwrite=False)
     assert path.read_bytes() == b"defg" and os.listdir(path.parent) == ["out.bin"]  # no temporaries left
+
+
+def test_atomic_path_puts_the_file_written_to_the_temporary_in_place_or_nothing(tmp_path):
+    """Issue 32: the one atomic write for writers that want a path (the benchmark runner's
+    CSVs, tables, plots and progress files use it too)."""
+    path = tmp_path / "new" / "results.csv"
+    with atomic_path(path) as tmp:
+        assert tmp.parent == path.parent and tmp.name.endswith(".tmp") and not path.exists()
+        tmp.write_text("a,b\n", encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == "a,b\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 & ~_umask()  # an ordinary file, not mkstemp's 0o600
+    with pytest.raises(RuntimeError), atomic_path(path) as tmp:
+        tmp.write_text("half", encoding="utf-8")
+        raise RuntimeError("killed half way")
+    assert path.read_text(encoding="utf-8") == "a,b\n" and os.listdir(path.parent) == ["results.csv"]
+    path.chmod(0o600)
+    with atomic_path(path, mode=stat.S_IMODE(path.stat().st_mode)) as tmp:  # keep the replaced file's mode
+        tmp.write_text("c\n", encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == "c\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_check_writable_makes_the_folder_and_raises_the_os_error(tmp_path):
+    check_writable(tmp_path / "a" / "b")  # made
+    assert (tmp_path / "a" / "b").is_dir() and os.listdir(tmp_path / "a" / "b") == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError):
+        check_writable(tmp_path / "file" / "sub")  # under a file: cannot be made
 
 
 def test_file_names_in_errors_have_their_control_characters_escaped(files, tmp_path):
