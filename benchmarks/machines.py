@@ -49,9 +49,9 @@ def machine_spread(rows_a: Sequence[Row], rows_b: Sequence[Row], name_a: str, na
 
 def write_spread_csv(rows: Sequence[Row], path: Path) -> Path:
     """Write :func:`machine_spread`'s rows (:data:`SPREAD_COLUMNS`)."""
-    from benchmarks.results_io import _write_dict_csv
+    from benchmarks.results_io import write_rows_csv
 
-    return _write_dict_csv(rows, path, SPREAD_COLUMNS)
+    return write_rows_csv(rows, path, SPREAD_COLUMNS, "spread")
 
 
 def read_spread_csv(path: Path) -> List[Dict[str, object]]:

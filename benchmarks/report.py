@@ -51,6 +51,7 @@ from benchmarks.results_io import (
     accuracy_spread,
     atomic_path,
     cost_class,
+    csv_kind,
     final_accuracy,
     list_runs,
     method_info,
@@ -106,21 +107,16 @@ def generated_block(path: PathLike) -> str:
     """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
     :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV or
     :func:`benchmarks.machines.spread_table` of a machine comparison."""
-    header = _header(path)
-    if "machine_a" in header:
+    kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
+    if kind == "spread":
         from benchmarks.machines import read_spread_csv, spread_table
 
         return spread_table(read_spread_csv(Path(path)))
-    if "validation_accuracy" in header:
+    if kind == "tuning":
         return tuning_table(read_tuning_csv(path))
-    if header.startswith("protocol,"):
+    if kind == "variance":
         return variance_table(read_tuning_csv(path))
     return readme_block(read_csv(path))
-
-
-def _header(path: PathLike) -> str:
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        return f.readline()
 
 
 def _missing_runs(folder: Path) -> List[str]:
@@ -150,7 +146,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     try:
         block = generated_block(args.csv)
         paths: Dict[str, Path] = {}
-        if _header(args.csv).startswith("dataset,scenario,tasks,backbone"):  # a results file
+        if csv_kind(args.csv) == "results":
             rows = read_csv(args.csv)
             paths = write_report(rows, args.csv.parent, include_csv=False, missing=_missing_runs(args.csv.parent))
         print(block)

@@ -24,7 +24,8 @@ from benchmarks.methods import joint_methods, method_names, method_row
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
-    "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv",
+    "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "KINDS", "VARIANCE_COLUMNS", "write_rows_csv",
+    "csv_kind",
 ]
 
 Row = Mapping[str, object]
@@ -45,6 +46,12 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
 TUNING_COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",
 )
+VARIANCE_COLUMNS: Tuple[str, ...] = ("protocol", "seed", "method", "accuracy")  # experiments/variance.py
+KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread")
+"""What a CSV of the runner holds, written in its last column, ``kind``, on every row
+(results rows, tuning trials, variance rows, a machine comparison): the report reads it
+there instead of guessing from the header."""
+KIND_COLUMN = "kind"
 
 COMPOSED = "composed"
 COMPONENT_PREFIX = "component-"
@@ -138,18 +145,36 @@ def seed_count(rows: Iterable[Row]) -> int:
 # ----------------------------------------------------------------------------- CSV
 
 
-def _write_dict_csv(rows: Iterable[Row], path: PathLike, columns: Sequence[str]) -> Path:
+def write_rows_csv(rows: Iterable[Row], path: PathLike, columns: Sequence[str], kind: str) -> Path:
+    """Write ``rows`` with ``columns`` (others are ignored) and the file's ``kind`` (one of
+    :data:`KINDS`) as a last column, atomically."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
     path = Path(path)
     with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=[*columns, KIND_COLUMN], extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(dict(row, **{KIND_COLUMN: kind}) for row in rows)
     return path
 
 
 def write_csv(rows: Iterable[Row], path: PathLike) -> Path:
     """Write ``rows`` with the columns of :data:`COLUMNS` (others are ignored), atomically."""
-    return _write_dict_csv(rows, path, COLUMNS)
+    return write_rows_csv(rows, path, COLUMNS, "results")
+
+
+def csv_kind(path: PathLike) -> str:
+    """The kind (:data:`KINDS`) a CSV written by :func:`write_rows_csv` records in its
+    ``kind`` column; :class:`ReportFileError` when it has none, an unknown one, or rows
+    that disagree."""
+    _, records = _read_table(path)
+    kinds = {row.get(KIND_COLUMN, "") for _, row in records}
+    if not records or kinds - set(KINDS) or len(kinds) != 1:
+        found = sorted(kinds) if records else "no rows"
+        raise ReportFileError(f"{path}: its '{KIND_COLUMN}' column does not say one of {list(KINDS)} on every row "
+                              f"(found {found}): not a file written by this version's runner (results, tuning, "
+                              "experiments/variance.py or benchmarks.machines), or it was edited.")
+    return kinds.pop()
 
 
 _REQUIRED = COLUMNS[:COLUMNS.index("regime")]
@@ -201,9 +226,11 @@ def read_csv(path: PathLike) -> List[Dict[str, object]]:
     """Rows written by :func:`write_csv`, with int / float columns restored.
     :class:`ReportFileError` for a malformed file (see :func:`_read_table`), an empty key
     column, or a value that is not a number."""
-    _, records = _read_table(path, known=COLUMNS, required=_REQUIRED)
+    _, records = _read_table(path, known=(*COLUMNS, KIND_COLUMN), required=_REQUIRED)
     rows = []
     for line, raw in records:
+        if raw.get(KIND_COLUMN, "results") != "results":
+            raise ReportFileError(f"{path}, line {line}: a {raw[KIND_COLUMN]} file, not a results file.")
         row: Dict[str, object] = {}
         for c in COLUMNS:
             value = raw.get(c) or ""
@@ -220,7 +247,7 @@ def read_csv(path: PathLike) -> List[Dict[str, object]]:
 
 def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
     """Write tuning trials (:data:`TUNING_COLUMNS`, see :mod:`benchmarks.tuning`), atomically."""
-    return _write_dict_csv(trials, path, TUNING_COLUMNS)
+    return write_rows_csv(trials, path, TUNING_COLUMNS, "tuning")
 
 
 def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:

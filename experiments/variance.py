@@ -12,7 +12,6 @@ and prints the sample standard deviation of each row's final accuracy per protoc
 (percentage points). Writes ``variance.csv`` under ``--out``.
 """
 
-import csv
 import os
 from dataclasses import replace
 from typing import Dict, List
@@ -23,6 +22,7 @@ from benchmarks.jobs import available_cores, run_tasks
 from benchmarks.methods import method_groups
 from benchmarks.prepare import num_classes, prepare
 from benchmarks.presets import PRESETS
+from benchmarks.results_io import VARIANCE_COLUMNS, write_rows_csv
 from benchmarks.run import final_accuracies, run_group
 from benchmarks.scenarios import make_scenario
 from experiments.common import preset_parser
@@ -72,10 +72,7 @@ def main(argv=None) -> List[Dict]:
     run = next(r for r in PRESETS[args.preset] if r["scenario"] == "class")
     rows = measure(run, args.seeds, args.out, data_root=args.data_root, weights=args.weights, jobs=args.jobs)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "variance.csv"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["protocol", "seed", "method", "accuracy"])
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows_csv(rows, os.path.join(args.out, "variance.csv"), VARIANCE_COLUMNS, "variance")
     methods = list(dict.fromkeys(r["method"] for r in rows))
     print(f"Standard deviation of the final accuracy over {args.seeds} seeds (points), one source varied at a time:")
     print("| protocol | " + " | ".join(methods) + " |\n|---|" + "---:|" * len(methods))

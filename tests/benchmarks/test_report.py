@@ -84,8 +84,33 @@ def assert_png(path: Path) -> None:
 
 def test_csv_round_trip(rows, tmp_path):
     path = write_csv(rows, tmp_path / "nested" / "dir" / "results.csv")
-    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    lines = path.read_text().splitlines()
+    assert lines[0] == ",".join(COLUMNS) + ",kind" and all(line.endswith(",results") for line in lines[1:])
     assert read_csv(path) == rows
+
+
+def test_the_report_reads_a_file_s_kind_from_the_file_never_from_its_header(rows, tmp_path):
+    """Every CSV of the runner says what it holds in its last column; a results file whose
+    kind column was edited to another kind, or one without the column, is refused rather
+    than guessed (a tuning file with a results-like header, say)."""
+    from benchmarks.results_io import csv_kind, write_rows_csv
+
+    assert csv_kind(write_csv(rows, tmp_path / "r.csv")) == "results"
+    assert csv_kind(report.write_tuning_csv([dict(dataset="d", lr=0.1)], tmp_path / "t.csv")) == "tuning"
+    assert csv_kind(write_rows_csv([dict(protocol="head", seed=0)], tmp_path / "v.csv", ("protocol", "seed"),
+                                   "variance")) == "variance"
+    edited = tmp_path / "edited.csv"
+    edited.write_text((tmp_path / "r.csv").read_text().replace(",results\n", ",tuning\n", 1))
+    with pytest.raises(report.ReportFileError, match="does not say one of"):
+        csv_kind(edited)
+    with pytest.raises(report.ReportFileError, match="a tuning file, not a results file"):
+        read_csv(write_rows_csv(rows, tmp_path / "mislabelled.csv", COLUMNS, "tuning"))
+    bare = tmp_path / "bare.csv"
+    bare.write_text(",".join(COLUMNS) + "\n")
+    with pytest.raises(report.ReportFileError, match="kind"):
+        report.generated_block(bare)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        write_rows_csv([], tmp_path / "x.csv", ("a",), "guess")
 
 
 def test_csv_written_before_the_regime_and_tuning_columns_still_reads(rows, tmp_path):
@@ -251,8 +276,9 @@ def test_timing_table_is_the_mean_over_seeds_of_each_methods_training_and_evalua
 
 def test_variance_table_is_the_std_per_protocol_and_method(tmp_path):
     path = tmp_path / "variance.csv"
-    path.write_text("protocol,seed,method,accuracy\nhead,0,tmc,0.40\nhead,1,tmc,0.46\nhead,2,tmc,0.37\n"
-                    "order,0,tmc,0.40\norder,1,tmc,0.40\norder,2,tmc,0.40\n")
+    path.write_text("protocol,seed,method,accuracy,kind\nhead,0,tmc,0.40,variance\nhead,1,tmc,0.46,variance\n"
+                    "head,2,tmc,0.37,variance\norder,0,tmc,0.40,variance\norder,1,tmc,0.40,variance\n"
+                    "order,2,tmc,0.40,variance\n")
     table = report.generated_block(path)
     assert "| head | 4.6 |" in table and "| order | 0.0 |" in table and "over 3 seeds" in table
 
@@ -308,8 +334,8 @@ def test_a_results_file_cut_mid_line_is_refused_with_one_line_and_exit_2(tmp_pat
 
 @pytest.mark.parametrize("edit, message", [
     (lambda text: text[:-1], "cut"),  # the last row without its line end: cut inside its last field
-    (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("trained_in,extra", "trained_in", 1),
-     "line 2: 20 fields"),
+    (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("kind,extra", "kind", 1),
+     "line 2: 21 fields"),
     (lambda text: text.replace("0.46", "0.4x6"), "line 3: accuracy"),
     (lambda text: text.replace(",tasks,", ",taskz,", 1), "unknown column"),
     (lambda text: text.replace(",method,", ",", 1), "lacks the column"),
