@@ -10,6 +10,7 @@ from .outputs import check_not_an_input, check_output, read_components, read_key
 __all__ = ["NAME", "register", "run", "compose_files"]
 
 NAME = "compose"
+POSITION = 20  # where --help lists it
 """The command's name."""
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["NAME", "Evaluation", "register", "run", "evaluate_files", "evaluation_strategy"]
 
 NAME = "evaluate"
+POSITION = 50  # where --help lists it
 """The command's name."""
 
 

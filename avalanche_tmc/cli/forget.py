@@ -10,6 +10,7 @@ from .outputs import check_not_an_input, check_output, read_components, read_key
 __all__ = ["NAME", "register", "run", "forget_files"]
 
 NAME = "forget"
+POSITION = 30  # where --help lists it
 """The command's name."""
 
 

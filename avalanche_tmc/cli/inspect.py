@@ -11,6 +11,7 @@ from .outputs import read_components, read_key
 __all__ = ["NAME", "register", "run", "inspect_files", "summary"]
 
 NAME = "inspect"
+POSITION = 40  # where --help lists it
 """The command's name."""
 
 

@@ -1,18 +1,38 @@
 """The ``avalanche-tmc`` argument parser: the program's description, then one subparser per
-command, each registered by its own module."""
+command, each registered by its own module.
+
+A command is one module of this package that defines ``NAME`` (the command), ``POSITION``
+(where ``--help`` lists it), ``register(commands)`` (adds its subparser) and ``run(args)``;
+the modules are found here, so adding a command is adding its file."""
 
 import argparse
+import importlib
+import pkgutil
 import textwrap
 from types import ModuleType
 from typing import Dict
 
-from . import compose, evaluate, forget, inspect, train_component
 from .exits import EXIT_CODES
 
-__all__ = ["COMMANDS", "build_parser"]
+__all__ = ["COMMANDS", "command_modules", "build_parser"]
 
-COMMANDS: Dict[str, ModuleType] = {module.NAME: module for module in (train_component, compose, forget, inspect,
-                                                                       evaluate)}
+
+def command_modules() -> Dict[str, ModuleType]:
+    """Command name -> its module, for every module of this package that defines ``NAME``,
+    ``register`` and ``run``, in ``POSITION`` order (``__main__`` and the modules that use
+    this one, ``app`` and ``parser``, are not commands)."""
+    package = __name__.rsplit(".", 1)[0]
+    found = []
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if info.name.startswith("_") or info.name in ("app", "parser"):
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        if all(hasattr(module, name) for name in ("NAME", "register", "run")):
+            found.append(module)
+    return {m.NAME: m for m in sorted(found, key=lambda m: (getattr(m, "POSITION", 1000), m.NAME))}
+
+
+COMMANDS: Dict[str, ModuleType] = command_modules()
 """Command name -> its module (``register(commands)`` adds its subparser, ``run(args)`` runs it)."""
 
 

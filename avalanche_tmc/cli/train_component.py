@@ -24,6 +24,7 @@ from .strategies import Runtime, TangentTraining, methods, strategy_for_method
 __all__ = ["NAME", "TrainJob", "register", "run", "train_component"]
 
 NAME = "train-component"
+POSITION = 10  # where --help lists it
 """The command's name."""
 
 
