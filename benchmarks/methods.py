@@ -59,7 +59,8 @@ __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES",
     "joint_methods", "method_family", "method_unit", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "use_fused_kernels", "FAMILIES", "SELF_TUNED", "tuning_unit", "decay_milestones", "config_for",
+    "component_row", "use_fused_kernels", "FAMILIES", "TUNINGS", "representatives", "tangent_units", "tuning_unit",
+    "decay_milestones", "config_for",
 ]
 
 # Hyper-parameter families: the library's (avalanche_tmc.training.registry.FAMILIES); groups
@@ -67,10 +68,11 @@ __all__ = [
 # ``lr`` and ``epochs``, or the values tuned for the family, see :mod:`benchmarks.tuning`).
 # Training-free heads have nothing to tune.
 
-# Groups tuned for themselves rather than given their family's values: the paragons and
-# the replay methods (a family's values are chosen by its composition group, which need
-# not suit a method trained on all data at once or with a buffer).
-SELF_TUNED = ("joint", "joint-tangent", "er", "der")
+# How a group gets its learning rate and epochs (``register_method(tuning=...)``): "family"
+# (its family's chosen values), "represents" (its validation score chooses its family's
+# values: the composition groups) or "self" (tuned for itself: the paragons and the replay
+# methods, whose data and buffers the composition groups' values need not suit).
+TUNINGS = ("family", "represents", "self")
 
 
 @dataclass
@@ -152,6 +154,8 @@ class MethodGroup:
     # balances tasks): a task-IL column trains it on the task-labelled split rather than
     # evaluating its class-IL training under the task mask (benchmarks/task_il.py)
     task_aware: bool = False
+    cost: int = 1  # rough relative cost of its training: the runner starts the costliest first
+    tuning: str = "family"  # one of TUNINGS
 
     @property
     def row_names(self) -> Tuple[str, ...]:
@@ -173,8 +177,12 @@ def register_method(
     family: str = "non-linear",
     describe: Optional[Callable[[SupervisedTemplate], str]] = None,
     task_aware: bool = False,
+    cost: int = 1,
+    tuning: str = "family",
 ) -> Callable[[Builder], Builder]:
-    """Decorator: register the strategy builder of method group ``name`` and its ``rows``.
+    """Decorator: register the strategy builder of method group ``name`` and its ``rows``,
+    with everything the runner needs to know of it (``cost``: its training's rough relative
+    cost, for scheduling; ``tuning``: one of :data:`TUNINGS`).
 
     Groups train, and rows appear in the table, in registration order.
     """
@@ -189,10 +197,15 @@ def register_method(
         raise ValueError(f"Method group {name!r}: components and component_row (one of {names}) go together.")
     if family not in FAMILIES:
         raise ValueError(f"Method group {name!r}: family {family!r} is not one of {FAMILIES}.")
+    if tuning not in TUNINGS or (tuning != "family" and family == "training-free"):
+        raise ValueError(f"Method group {name!r}: tuning {tuning!r} is not one of {TUNINGS} (training-free groups "
+                         "have nothing to tune: 'family').")
+    if tuning == "represents" and any(g.family == family and g.tuning == "represents" for g in _GROUPS.values()):
+        raise ValueError(f"Method group {name!r}: family {family!r} already has a representative group.")
 
     def decorator(build: Builder) -> Builder:
         _GROUPS[name] = MethodGroup(name, tuple(rows), build, select, components, component_row, joint, family,
-                                    describe, task_aware)
+                                    describe, task_aware, int(cost), tuning)
         _ROWS.update((row.name, row) for row in rows)
         if joint:
             _JOINT_ROWS.extend(names)
@@ -256,9 +269,22 @@ def groups_for(methods: Sequence[str], *, own_tme: bool = False) -> List[Tuple[M
 
 
 def tuning_unit(group: MethodGroup) -> str:
-    """Whose learning rate and epochs ``group`` trains with: its own name for
-    :data:`SELF_TUNED` groups, else its family."""
-    return group.name if group.name in SELF_TUNED else group.family
+    """Whose learning rate and epochs ``group`` trains with: its own name for a group tuned
+    for itself, else its family."""
+    return group.name if group.tuning == "self" else group.family
+
+
+def representatives() -> Dict[str, str]:
+    """Tuning unit -> the group whose validation accuracy chooses its values: each family's
+    representative group, then every group tuned for itself (its own unit), in
+    registration order."""
+    families = {g.family: g.name for g in _GROUPS.values() if g.tuning == "represents"}
+    return {**families, **{g.name: g.name for g in _GROUPS.values() if g.tuning == "self"}}
+
+
+def tangent_units() -> Tuple[str, ...]:
+    """The tuning units trained with Adam on tangent parameters (the tangent learning-rate range)."""
+    return tuple(unit for unit, name in representatives().items() if _GROUPS[name].family == "tangent")
 
 
 def _uses_tangent_lr(group: MethodGroup) -> bool:
@@ -386,7 +412,8 @@ def _statistics(strategy: str) -> Builder:
     return build
 
 
-def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, task_aware: bool = False) -> None:
+def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, task_aware: bool = False,
+                      cost: int = 1, tuning: str = "family") -> None:
     """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``, built
     from the strategy registry) as a one-row group; ``tangent``: trained with the tangent
     learning rate."""
@@ -402,7 +429,7 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, t
                                beta=cfg.beta, **extra, **common)
 
     register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear",
-                    task_aware=task_aware or joint)(build)
+                    task_aware=task_aware or joint, cost=cost, tuning=tuning)(build)
 
 
 # ------------------------------------------------------------------------ registry
@@ -410,14 +437,15 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, t
 register_method(
     "tangent", Row("tmc", "TMC", "O(1)", parallel=True, shipped=True),
     Row("tme", "TME", "O(T)", parallel=True, shipped=True),
-    select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent",
+    select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent", cost=3,
+    tuning="represents",
 )(_tangent("tme"))  # trained once, evaluated as TMC or TME by select
 # TME with a β of its own (the paper's text: 5 for TME, 25 for TMC in class/task-IL) trains
 # its own components: one more tangent training per experience. Not registered (its row is
 # the "tangent" group's "tme"): groups_for(..., own_tme=True) puts it in that group's place.
 TME_GROUP = MethodGroup("tme", (_GROUPS["tangent"].rows[1],), _tangent("tme", own_tme_beta=True),
-                        components=_tangent_components, component_row="tme", family="tangent")
-register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)", shipped=True), family="tangent")(
+                        components=_tangent_components, component_row="tme", family="tangent", cost=3)
+register_method("tmc-seq", Row("tmc-seq", "TMC-Seq", "O(1)", shipped=True), family="tangent", cost=3)(
     _tangent("tmc-seq"))
 register_method(
     "tmc-fc", Row("tmc-fc", "TMC-FC", "O(1)", parallel=True, shipped=True),
@@ -432,7 +460,7 @@ register_method("tmc-alt-beta", Row("tmc-alt-beta", "TMC, the other β", "O(1)",
 @register_method(
     "independent", Row("soup", "Soup", "O(1)", parallel=True), Row("ens-l", "Ens-L", "O(T)", parallel=True),
     Row("ens-sm", "Ens-SM", "O(T)", parallel=True),
-    select=_combine, components=_fine_tuned_components, component_row="soup",
+    select=_combine, components=_fine_tuned_components, component_row="soup", cost=4, tuning="represents",
 )
 def _independent(top, cfg, common):
     return create_strategy("soup", with_new_head(top, cfg), lr=cfg.lr, **common)
@@ -480,15 +508,16 @@ def _first_session(candidates: Callable[[nn.Module, TrainConfig], List[Adaptatio
 register_method("ranpac-layer", Row("ranpac-layer", "RanPAC-style, layer chosen on exp. 0", "O(1) (M×M)", **_OURS),
                 family="training-free", describe=_describe_adaptation)(_first_session(layer_candidates))
 register_method("adapt", Row("adapt-ridge", "Adapt+RanPAC (first-session adaptation)", "O(1) (M×M)", **_OURS),
-                family="training-free", describe=_describe_adaptation)(_first_session(adaptation_candidates))
+                family="training-free", describe=_describe_adaptation, cost=4)(_first_session(adaptation_candidates))
 
 
 _BUFFER_COST = "O(1) + buffer 300"
 _PARAGON = "all data at once (paragon)"
-_register_builtin(Row("naive", "Naive", "O(1)"))
-_register_builtin(Row("er", "ER", _BUFFER_COST, replay="300 samples"))
-_register_builtin(Row("lwf", "LwF", "O(1)"), task_aware=True)
-_register_builtin(Row("ewc", "EWC", "O(1), 2x params"))
-_register_builtin(Row("der", "DER", _BUFFER_COST, replay="300 samples + logits"))
-_register_builtin(Row("joint", "Joint", "O(1)", replay=_PARAGON), joint=True)
-_register_builtin(Row("joint-tangent", "Joint-Tangent", "O(1)", replay=_PARAGON), tangent=True, joint=True)
+_register_builtin(Row("naive", "Naive", "O(1)"), cost=2)
+_register_builtin(Row("er", "ER", _BUFFER_COST, replay="300 samples"), cost=5, tuning="self")
+_register_builtin(Row("lwf", "LwF", "O(1)"), task_aware=True, cost=5)
+_register_builtin(Row("ewc", "EWC", "O(1), 2x params"), cost=5)
+_register_builtin(Row("der", "DER", _BUFFER_COST, replay="300 samples + logits"), cost=6, tuning="self")
+_register_builtin(Row("joint", "Joint", "O(1)", replay=_PARAGON), joint=True, cost=3, tuning="self")
+_register_builtin(Row("joint-tangent", "Joint-Tangent", "O(1)", replay=_PARAGON), tangent=True, joint=True, cost=3,
+                  tuning="self")

@@ -31,7 +31,7 @@ from benchmarks import report
 from benchmarks.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.jobs import available_cores, run_tasks
 from benchmarks.loading import decode_once
-from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, tuning_unit
+from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
 from benchmarks.refusals import Refusal, command_line
 from benchmarks.run_args import RUN_KEYS, parse_args, resolve, resolve_runs
@@ -45,7 +45,7 @@ from benchmarks.training_loop import (
     make_evaluator,
     run_group,
 )
-from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges
+from benchmarks.tuning import Trial, TuningGrid, edges
 from benchmarks.tuning_run import tune_config
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
@@ -126,11 +126,6 @@ def regime_label(freeze_until: Any) -> str:
     return "whole network" if str(freeze_until).lower() in ("none", "") else f"from {freeze_until}"
 
 
-# Rough relative cost of a method group's training, to start the longest first (jobs).
-_GROUP_COST = {"der": 6, "er": 5, "ewc": 5, "lwf": 5, "independent": 4, "adapt": 4, "joint": 3, "joint-tangent": 3,
-               "tangent": 3, "tme": 3, "tmc-seq": 3, "naive": 2, "tmc-fc": 1}
-
-
 def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
     """All method groups of one (dataset, scenario, tasks, regime) run over its seeds: its
     result rows (one per seed) and, when the run is tuned, its tuning trials."""
@@ -174,7 +169,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     trials: List[Trial] = []
     chosen: Dict[str, Trial] = {}
     if run.tune is not None:  # on the first seed's training randomness
-        units = sorted({tuning_unit(g) for g, _ in groups} & set(REPRESENTATIVE), key=list(REPRESENTATIVE).index)
+        units = [u for u in representatives() if u in {tuning_unit(g) for g, _ in groups}]
         cfg, trials, chosen = tune_config(run, options, train, top, cfg, units, progress_dir=progress_dir)
     base_row = dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, backbone=run.backbone,
                     regime=regime_label(run.freeze_until), trained_params=trained,
@@ -183,7 +178,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     if task_bm is not None:
         pieces += [(seed, group, rows, task_run) for seed in run.seeds for group, rows in groups if group.task_aware]
     order = {(seed, group.name, piece_run.scenario): i for i, (seed, group, _, piece_run) in enumerate(pieces)}
-    tasks = sorted(pieces, key=lambda t: -_GROUP_COST.get(t[1].name, 1))
+    tasks = sorted(pieces, key=lambda t: -t[1].cost)  # the costliest first
 
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task

@@ -5,7 +5,7 @@ The validation split is carved from the *training* data only (stratified by clas
 by domain where the dataset has domains); the test data is never looked at. Each tuning
 *unit* gets the same budget of trials (:class:`TuningGrid`: the same number of learning
 rates times the same epochs, every trial with the same step decay of the learning rate)
-and is scored by its representative group (:data:`REPRESENTATIVE`):
+and is scored by its representative group (``register_method(tuning="represents")``):
 
 * ``tangent`` (Adam): TMC and TME (the ``tangent`` group, the paper's comparison: T
   components trained independently from the pre-trained point); the chosen values also
@@ -14,7 +14,7 @@ and is scored by its representative group (:data:`REPRESENTATIVE`):
   group); the chosen values also train LwF, EWC and Naive;
 * the paragons ``joint`` (SGD) and ``joint-tangent`` (Adam) and the replay methods
   ``er`` and ``der`` (SGD) are tuned for themselves
-  (:data:`benchmarks.methods.SELF_TUNED`), when the run has them.
+  (``register_method(tuning="self")``), when the run has them.
 
 A trial's score is the mean, over the group's rows, of the final accuracy on the
 validation stream. Ties go to the earlier trial in grid order (smaller learning rate,
@@ -33,15 +33,23 @@ from torch.utils.data import Dataset, Subset
 
 from benchmarks.datasets.base import stratified_split
 
-__all__ = ["TuningGrid", "Trial", "REPRESENTATIVE", "TANGENT_UNITS", "validation_split", "labelled_subset", "tune",
+__all__ = ["TuningGrid", "Trial", "validation_split", "labelled_subset", "tune",
            "choose", "edges"]
 
-# The group whose validation accuracy decides each tuning unit (a family, or a group tuned
-# for itself).
-REPRESENTATIVE: Dict[str, str] = {"tangent": "tangent", "non-linear": "independent", "joint": "joint",
-                                  "joint-tangent": "joint-tangent", "er": "er", "der": "der"}
-# Units trained with Adam on tangent parameters (the tangent learning-rate range).
-TANGENT_UNITS = ("tangent", "joint-tangent")
+
+
+def _representatives() -> Dict[str, str]:
+    """Tuning unit -> the group that scores it (:func:`benchmarks.methods.representatives`:
+    each group says so where it is registered)."""
+    from benchmarks.methods import representatives  # the registry (imported late: it imports baselines)
+
+    return representatives()
+
+
+def _tangent_units() -> Tuple[str, ...]:
+    from benchmarks.methods import tangent_units
+
+    return tangent_units()
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,8 @@ class TuningGrid:
         return cls(**{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items()})
 
     def learning_rates(self, unit: str) -> Tuple[float, ...]:
-        """The learning rates ``unit`` tries (Adam's range for :data:`TANGENT_UNITS`)."""
-        return self.tangent_lrs if unit in TANGENT_UNITS else self.lrs
+        """The learning rates ``unit`` tries (Adam's range for the tangent units)."""
+        return self.tangent_lrs if unit in _tangent_units() else self.lrs
 
     def trials(self, unit: str) -> List[Tuple[float, int]]:
         """``(learning rate, epochs)`` pairs of ``unit``, in grid order."""
@@ -155,14 +163,15 @@ def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, fl
     """Run every trial of ``families`` (tuning units) and choose.
 
     :param run_trial: ``(unit, lr, epochs) -> {row: final validation accuracy}`` of the
-        unit's representative group (see :data:`REPRESENTATIVE`).
+        unit's representative group (:func:`benchmarks.methods.representatives`).
     :param run_trials: optional: all trials at once (e.g. over several processes), in
         order; ``run_trial`` is not called then.
     :return: (chosen trial per unit, every trial in order).
     """
-    unknown = [f for f in families if f not in REPRESENTATIVE]
+    tunable = _representatives()
+    unknown = [f for f in families if f not in tunable]
     if unknown:
-        raise ValueError(f"Cannot tune {unknown}; tunable: {', '.join(REPRESENTATIVE)}.")
+        raise ValueError(f"Cannot tune {unknown}; tunable: {', '.join(tunable)}.")
     keys = [(family, lr, epochs) for family in families for lr, epochs in grid.trials(family)]
     results = run_trials(keys) if run_trials is not None else [run_trial(*key) for key in keys]
     trials = [Trial(family, lr, epochs, accs) for (family, lr, epochs), accs in zip(keys, results)]

@@ -13,11 +13,11 @@ from typing import Dict, List, Sequence, Tuple
 from avalanche_tmc import DivergenceError
 from benchmarks.config import Options, RunConfig, progress_key
 from benchmarks.jobs import run_tasks
-from benchmarks.methods import TrainConfig, method_groups
+from benchmarks.methods import TrainConfig, method_groups, representatives
 from benchmarks.prepare import first_experience_batches
 from benchmarks.scenarios import make_scenario
 from benchmarks.training_loop import _load_progress, _progress_path, _save_progress, final_accuracies, run_group
-from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, edges, tune, validation_split
+from benchmarks.tuning import Trial, TuningGrid, edges, tune, validation_split
 
 __all__ = ["tune_config"]
 
@@ -48,7 +48,7 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
 
     def run_trial(trial: Tuple[str, float, int]) -> Dict[str, float]:
         unit, lr, epochs = trial
-        group = groups[REPRESENTATIVE[unit]]
+        group = groups[representatives()[unit]]
         path = _progress_path(progress_dir, dict(key, trial=[unit, lr, epochs], decay_at=grid.decay_at), group)
         rows = None if options.restart else _load_progress(path)
         if rows is None:

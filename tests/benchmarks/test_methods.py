@@ -150,3 +150,16 @@ def test_fused_kernels_make_the_same_updates(make):
     for a, b in zip(*runs):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
     assert use_fused_kernels(opt) is False  # refused once it has state
+
+
+def test_a_group_says_how_it_is_tuned_and_what_it_costs_where_it_is_registered():
+    """Scheduling and tuning read the registry: no other table lists groups."""
+    groups = {g.name: g for g in method_groups()}
+    assert groups["der"].cost > groups["naive"].cost > groups["slda"].cost == 1
+    assert {g.name for g in groups.values() if g.tuning == "self"} == {"er", "der", "joint", "joint-tangent"}
+    build = lambda top, cfg, common: None  # noqa: E731
+    with pytest.raises(ValueError, match="nothing to tune"):
+        register_method("free-tuned", Row("free-tuned", "F", "O(1)"), family="training-free", tuning="self")(build)
+    with pytest.raises(ValueError, match="already has a representative"):
+        register_method("second-rep", Row("second-rep", "S", "O(1)"), family="tangent", tuning="represents")(build)
+    assert "free-tuned" not in method_names() and "second-rep" not in method_names()

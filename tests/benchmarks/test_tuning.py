@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchmarks.tuning import REPRESENTATIVE, Trial, TuningGrid, choose, edges, tune, validation_split
+from benchmarks.tuning import Trial, TuningGrid, choose, edges, tune, validation_split
 
 
 def _identified(n: int, start: int, classes: int, domains: int = 0) -> TensorDataset:
@@ -91,12 +91,15 @@ def test_tune_runs_every_trial_once_and_chooses_by_validation():
 
 
 def test_each_tuning_unit_is_scored_by_a_registered_group_of_its_own():
-    from benchmarks.methods import SELF_TUNED, method_groups, tuning_unit
+    from benchmarks.methods import method_groups, representatives, tangent_units, tuning_unit
 
     groups = {g.name: g for g in method_groups()}
-    for unit, name in REPRESENTATIVE.items():
+    assert representatives() == {"tangent": "tangent", "non-linear": "independent", "er": "er", "der": "der",
+                                 "joint": "joint", "joint-tangent": "joint-tangent"}
+    assert tangent_units() == ("tangent", "joint-tangent")
+    for unit, name in representatives().items():
         assert tuning_unit(groups[name]) == unit
-        if unit in SELF_TUNED:
+        if groups[name].tuning == "self":
             assert name == unit
         else:  # a family: scored by its composition group
             assert groups[name].family == unit and len(groups[name].rows) >= 2
