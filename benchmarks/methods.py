@@ -45,22 +45,25 @@ from avalanche_tmc import (
 from avalanche_tmc.training.registry import FAMILIES
 from baselines import BUILTIN_METHODS  # importing baselines registers Avalanche's strategies
 from benchmarks.builders import (
+    AMP_DTYPES,
     adaptation_candidates,
     decay_arguments,
     delta_decay_plugin,
     layer_candidates,
     linearize_start,
     other_beta,
+    schedule_milestones,
     tangent_base,
+    use_fused_kernels,
     with_new_head,
 )
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
-    "group_named", "TME_GROUP", "schedule_milestones", "AMP_DTYPES",
+    "group_named", "TME_GROUP",
     "joint_methods", "method_family", "method_unit", "groups_for", "build_strategy", "select_row", "component_forwards",
-    "component_row", "use_fused_kernels", "FAMILIES", "TUNINGS", "representatives", "tangent_units", "tuning_unit",
-    "decay_milestones", "config_for",
+    "component_row", "FAMILIES", "TUNINGS", "representatives", "tangent_units", "tuning_unit",
+    "config_for",
 ]
 
 # Hyper-parameter families: the library's (avalanche_tmc.training.registry.FAMILIES); groups
@@ -114,11 +117,7 @@ class TrainConfig:
         return self
 
 
-def decay_milestones(epochs: int, decay_at: Sequence[float]) -> List[int]:
-    """The epochs (of ``epochs``) where a step schedule at fractions ``decay_at``
-    multiplies the learning rate by 0.1: ``(0.5, 0.75)`` of 20 epochs -> ``[10, 15]``;
-    fractions that round to epoch 0 or to the same epoch count once."""
-    return sorted({int(f * epochs) for f in decay_at} - {0})
+
 
 
 @dataclass(frozen=True)
@@ -317,41 +316,6 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
         scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, milestones, gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))
     return strategy
-
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def schedule_milestones(cfg: TrainConfig) -> List[int]:
-    """The epochs (0-based) from which ``MultiStepLR`` multiplies the learning rate by 0.1.
-
-    ``schedule="step"``: from each milestone on (the paper's text, "x0.1 at epochs 25 and
-    40"); ``"authors"``: the authors' code, whose epoch ``e`` trains at
-    ``lr · 0.1^#{m : m < e}``, so one epoch later (1e-4 for epochs 0-25 of 50, 1e-5 for
-    26-40, 1e-6 for 41-49)."""
-    milestones = set(cfg.milestones) | set(decay_milestones(cfg.epochs, cfg.decay_at))
-    if cfg.schedule == "authors":
-        milestones = {m + 1 for m in milestones}
-    return sorted(m for m in milestones if m < cfg.epochs)
-
-
-# Optimizers whose PyTorch implementation has a fused kernel on CPU and CUDA.
-_FUSED_OPTIMIZERS = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW)
-
-
-def use_fused_kernels(optimizer: Optional[torch.optim.Optimizer]) -> bool:
-    """Switch ``optimizer`` (before its first step) to PyTorch's fused implementation: one
-    kernel over every parameter instead of a Python loop over them, the same update up to
-    float rounding. Every method of the runner gets it (an Adam step over the main job's
-    4.3 M parameters: 31 -> 9 ms on one core). Returns whether it was switched."""
-    if type(optimizer) not in _FUSED_OPTIMIZERS or optimizer.state:
-        return False
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    if not all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params):
-        return False
-    for group in [optimizer.defaults, *optimizer.param_groups]:
-        group.update(foreach=None, fused=True)
-    return True
 
 
 def select_row(strategy: SupervisedTemplate, group: MethodGroup, row: str) -> None:

@@ -1,5 +1,9 @@
 """What the method registry's builders share (benchmarks.builders): the layers a statistics
-head may read and the first-session adaptation candidates."""
+head may read, the first-session adaptation candidates, the schedule's milestones, the
+other β and fused optimizer kernels."""
+
+import pytest
+import torch
 
 from avalanche_tmc import Adaptation
 from benchmarks import builders, methods
@@ -25,3 +29,33 @@ def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
           for part in (None, "stages.conv") for lr in (1e-3, 1e-2) for epochs in (2, 5)),  # half: by count
         Adaptation("tangent", 1e-3, 5, **common)}
     assert len(grid) == 3 + 8 * 3 + 1
+
+
+def test_decay_milestones_and_the_other_beta():
+    assert builders.decay_milestones(20, (0.5, 0.75)) == [10, 15]
+    assert builders.decay_milestones(5, (0.5, 0.75)) == [2, 3]
+    assert builders.decay_milestones(1, (0.5, 0.75)) == []
+    assert (builders.other_beta(25.0), builders.other_beta(5.0)) == (5.0, 25.0)
+
+
+@pytest.mark.parametrize("make", [lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: torch.optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
+def test_fused_kernels_make_the_same_updates(make):
+    from benchmarks.builders import use_fused_kernels  # noqa: F401
+
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]
+    runs = []
+    for fused in (False, True):
+        params = [torch.nn.Parameter(t.clone()) for t in start]
+        opt = make(params)
+        if fused:
+            assert use_fused_kernels(opt) and opt.param_groups[0]["fused"]
+        for step in range(4):
+            for p in params:
+                p.grad = torch.sin(p.detach() * (step + 1))
+            opt.step()
+        runs.append(params)
+    for a, b in zip(*runs):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
+    assert use_fused_kernels(opt) is False  # refused once it has state

@@ -5,7 +5,6 @@ rows; training every method end to end is tests/test_benchmark_run.py's job (it 
 every registered method)."""
 
 import pytest
-import torch
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
 
@@ -63,8 +62,7 @@ def test_every_group_builds_and_selects_each_row(group):
 def test_a_tuned_unit_overrides_its_family_and_self_tuned_groups_keep_their_own_values():
     from dataclasses import replace
 
-    from benchmarks.builders import other_beta
-    from benchmarks.methods import config_for, decay_milestones, tuning_unit
+    from benchmarks.methods import config_for, tuning_unit
 
     groups = {g.name: g for g in method_groups()}
     cfg = TrainConfig(num_classes=5, lr_tangent=1e-3, lr=0.01, epochs=5, tangent_epochs=7)
@@ -78,10 +76,6 @@ def test_a_tuned_unit_overrides_its_family_and_self_tuned_groups_keep_their_own_
     assert (config_for(groups["joint"], tuned).lr, config_for(groups["joint"], tuned).epochs) == (0.1, 5)
     # DER is tuned for itself: without its own values it keeps the run's, not non-linear's
     assert (config_for(groups["der"], tuned).lr, config_for(groups["der"], tuned).epochs) == (0.01, 5)
-    assert decay_milestones(20, (0.5, 0.75)) == [10, 15]
-    assert decay_milestones(5, (0.5, 0.75)) == [2, 3]
-    assert decay_milestones(1, (0.5, 0.75)) == []
-    assert (other_beta(25.0), other_beta(5.0)) == (5.0, 25.0)
 
 
 def test_groups_for_keeps_only_requested_rows_and_refuses_unknown_ones():
@@ -127,29 +121,6 @@ def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice
     assert methods._describe_adaptation(chosen) == (
         "adapted on experience 0: none (pre-trained features); features: pooled stages.blocks_4 (validation 0.750, "
         "best of 2 candidates; pre-trained features at the head's input: 0.500)")
-
-
-@pytest.mark.parametrize("make", [lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
-                                  lambda ps: torch.optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
-def test_fused_kernels_make_the_same_updates(make):
-    from benchmarks.methods import use_fused_kernels
-
-    torch.manual_seed(0)
-    start = [torch.randn(5, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]
-    runs = []
-    for fused in (False, True):
-        params = [torch.nn.Parameter(t.clone()) for t in start]
-        opt = make(params)
-        if fused:
-            assert use_fused_kernels(opt) and opt.param_groups[0]["fused"]
-        for step in range(4):
-            for p in params:
-                p.grad = torch.sin(p.detach() * (step + 1))
-            opt.step()
-        runs.append(params)
-    for a, b in zip(*runs):
-        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
-    assert use_fused_kernels(opt) is False  # refused once it has state
 
 
 def test_a_group_says_how_it_is_tuned_and_what_it_costs_where_it_is_registered():
