@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     )
     from .files.checkpoint import CheckpointError, maybe_load_checkpoint, save_checkpoint
     from .files.learned import load_learned, save_learned
-    from .models.analytic import AnalyticClassifier, LayerFeatures, penultimate
+    from .models.training_free import LayerFeatures, TrainingFreeClassifier, penultimate
     from .tangent import Delta, TangentModel, TracingError, find_head, replace_head
     from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
     from .training.divergence import DivergenceError
@@ -83,8 +83,8 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     )
     from .training.seeding import experience_seed, seed_experience
     from .training.strategies.adapt_then_compose import AdaptThenComposeStrategy
-    from .training.strategies.analytic import AnalyticHeadStrategy
     from .training.strategies.tangent import DEFAULT_LR, TMCSeqStrategy, TMCStrategy, TMEStrategy
+    from .training.strategies.training_free import TrainingFreeStrategy
     from .training.summary import StreamAccuracies, accuracy_matrix, plot_stream, summary_table
 
 def _lazy_names() -> Dict[str, str]:
@@ -167,8 +167,8 @@ __all__ = [
     "ridge_head",
     "gcv_ridge_lambda",
     "RandomReLUFeatures",
-    "AnalyticClassifier",
-    "AnalyticHeadStrategy",
+    "TrainingFreeClassifier",
+    "TrainingFreeStrategy",
     "penultimate",
     "LayerFeatures",
     "Adaptation",

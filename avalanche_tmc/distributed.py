@@ -2,7 +2,7 @@
 one collective.
 
 TMC's components are independent: experience ``t``'s ``δ_t`` is trained from the
-pre-trained point on ``t``'s data alone, and so are the analytic heads' statistics. So the
+pre-trained point on ``t``'s data alone, and so are the training-free heads' statistics. So the
 experiences of a stream can be shared out among the processes of a ``torch.distributed``
 job, each process training its share with an ordinary strategy, and the composition is a
 collective::
@@ -14,7 +14,7 @@ after which every process holds the same composed model that a sequential
 :class:`~avalanche_tmc.TMCStrategy` gives (to float rounding: the sum is added
 up in another order). With ``keep_components=True`` (the default) each component is also
 broadcast from the process that trained it, so that every process can ensemble (TME) and
-forget as a sequential strategy can. :class:`~avalanche_tmc.AnalyticHeadStrategy`
+forget as a sequential strategy can. :class:`~avalanche_tmc.TrainingFreeStrategy`
 works the same way with its summed statistics. TMC-Seq is refused: each of its components
 starts from the composition of the ones before (sequential by definition).
 
@@ -64,7 +64,7 @@ run needs, and it requires ``LOCAL_RANK``) and ``wrap_model`` with Avalanche's
 ``DistributedSampler`` loaders: those make *data-parallel* training of one model (one
 experience sharded over the processes, gradients all-reduced at every step), which is not
 TMC's parallelism (whole experiences per process, one exchange at the end). The tangent
-and analytic strategies therefore never shard an experience's data over the processes
+and training-free strategies therefore never shard an experience's data over the processes
 (:class:`~avalanche_tmc.training.loaders.UnshardedLoaders`).
 
 The process group (joining and leaving it, sharing the experiences out, the checks that
@@ -143,7 +143,7 @@ class _Learner:
     def __init__(self, strategy: ComposableLearner):
         if not isinstance(strategy, ComposableLearner):
             raise TypeError(
-                f"train_parallel trains TMCStrategy, TMEStrategy or AnalyticHeadStrategy (independent components or "
+                f"train_parallel trains TMCStrategy, TMEStrategy or TrainingFreeStrategy (independent components or "
                 f"statistics: a ComposableLearner), got {type(strategy).__name__}.")
         strategy.check_independent("train in parallel")
         self.strategy = strategy
@@ -231,7 +231,7 @@ def train_parallel(strategy: ComposableLearner, experiences: Iterable[Any], *, s
 
     :param strategy: a :class:`~avalanche_tmc.TMCStrategy`,
         :class:`~avalanche_tmc.TMEStrategy` or
-        :class:`~avalanche_tmc.AnalyticHeadStrategy` (TMC-Seq is refused, and so
+        :class:`~avalanche_tmc.TrainingFreeStrategy` (TMC-Seq is refused, and so
         are replay plugins: their components are not independent).
     :param experiences: the training experiences (a stream or a list); each is trained
         whole by one process (:func:`assign_experiences`).

@@ -35,7 +35,7 @@ from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive, S
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.models.analytic import penultimate
+from avalanche_tmc.models.training_free import penultimate
 from avalanche_tmc.tangent import TangentModel, find_head
 from avalanche_tmc.training.losses import RescaledSquareLoss
 from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin

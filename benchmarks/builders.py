@@ -79,7 +79,7 @@ def decay_arguments(cfg: "TrainConfig") -> Dict[str, Any]:
 
 
 def feature_layers(net: nn.Module) -> List[Optional[str]]:
-    """The layers whose pooled outputs a statistics head may use: every stage of the chain
+    """The layers whose pooled outputs a training-free head may use: every stage of the chain
     (a :class:`~benchmarks.trunk.ChainSegment`'s stages, else the top-level children) that
     has parameters and comes before the head, then ``None`` (the head's input)."""
     head = find_head(net)

@@ -5,7 +5,7 @@ compared row by row over the seeds both have: each method's mean final accuracy 
 machine and the largest per-seed difference. With the same code, data and seeds, the only
 difference is the machine (its CPU's instruction set decides which kernels PyTorch's
 oneDNN and BLAS pick, and so the float rounding; SGD over many steps amplifies it, a
-closed-form statistics head or a convex tangent fit much less)::
+closed-form training-free head or a convex tangent fit much less)::
 
     python -m benchmarks.machines docs/results/offline/results.csv docs/results/machines/other-machine.csv \
         --names "this machine" "another machine" --out docs/results/machines/spread.csv

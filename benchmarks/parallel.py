@@ -2,7 +2,7 @@
 
 :func:`make_trainer` returns the function :func:`benchmarks.training_loop.run_group` calls in place
 of ``strategy.train(data)``. For a group whose tasks train independently (TMC/TME,
-TMC-FC, and the statistics heads: Stats-Ridge, RanPAC-style, NCM) and ``processes > 1``,
+TMC-FC, and the training-free heads: Stats-Ridge, RanPAC-style, NCM) and ``processes > 1``,
 its first call starts ``processes`` worker processes (``torch.multiprocessing``, gloo,
 rendezvous on a free local port). Each worker builds the group's strategy as the runner
 does and calls :func:`avalanche_tmc.distributed.train_parallel` on the whole training

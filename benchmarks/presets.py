@@ -76,7 +76,7 @@ def _main_run(scenario: str, **run) -> dict:
 # bound), ER, LwF, EWC and DER, our best method (the RanPAC-style head on the layer chosen
 # on experience 0) and joint fine-tuning (the paragon). The class-IL run is also evaluated
 # task-incrementally (``task_il``: the same training under the task mask, the T- column).
-# ``offline-full`` adds TMC-FC, TMC with the other β, the other statistics heads (NCM,
+# ``offline-full`` adds TMC-FC, TMC with the other β, the other training-free heads (NCM,
 # RanPAC-style, Stats-Ridge, SLDA), Adapt+RanPAC and joint-tangent; every row has the same
 # numbers in both, because each experience's training is seeded by the seed and its id.
 _BASELINES = "naive,er,lwf,ewc,der"

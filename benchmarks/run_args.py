@@ -157,7 +157,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="choose learning rate and epochs per tuning unit on a validation split of the training "
                         "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
     p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
-                   help="train the experiences of TMC/TME, TMC-FC and the statistics heads in N processes "
+                   help="train the experiences of TMC/TME, TMC-FC and the training-free heads in N processes "
                         "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
                         "however it is trained, so the numbers are the sequential run's (up to float rounding "
                         "of the composition's sum)")

@@ -1,4 +1,4 @@
-"""Measurement: which layer should a statistics head read, and does adapting the network help?
+"""Measurement: which layer should a training-free head read, and does adapting the network help?
 
 ``python -m experiments.feature_layers --preset offline`` runs, on each run of the preset,
 :class:`~avalanche_tmc.AdaptThenComposeStrategy` with the RanPAC-style head once per

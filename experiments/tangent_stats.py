@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, ridge_head
 from avalanche_tmc.composition.statistics import StatisticsComposition
-from avalanche_tmc.models.analytic import penultimate
+from avalanche_tmc.models.training_free import penultimate
 from benchmarks.config import Options, RunConfig, train_config
 from benchmarks.methods import build_strategy, method_groups
 from benchmarks.prepare import prepare

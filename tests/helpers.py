@@ -166,7 +166,7 @@ def train_seeded(strategy, experiences):
 
 
 def learned_of(strategy):
-    """What a TMC strategy or an analytic head strategy has learned: its additive composition."""
+    """What a TMC strategy or a training-free strategy has learned: its additive composition."""
     return strategy.tangent_plugin.composition if isinstance(strategy, TMCStrategy) else strategy.statistics
 
 

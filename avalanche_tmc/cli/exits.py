@@ -58,8 +58,8 @@ class UsageError(ValueError):
 
 
 def _training_errors() -> Tuple[type, ...]:
-    """``DivergenceError`` (raised by every learner whose training diverges: tangent, analytic
-    head, adaptation) and ``ParallelTrainingError``, from their modules if a command imported
+    """``DivergenceError`` (raised by every learner whose training diverges: tangent,
+    training-free head, adaptation) and ``ParallelTrainingError``, from their modules if a command imported
     them (an error of a module never imported cannot occur, and importing them would cost
     compose, forget and inspect Avalanche's start-up of several seconds)."""
     return tuple(getattr(sys.modules[module], name) for module, name in (

@@ -3,7 +3,7 @@ added, forgotten exactly, merged from elsewhere, snapshotted and restored. Torch
 
 What it is for: every place where "what an experience contributes" is summed. TMC's
 tangent components (``S = Σ w_i δ_i``, ``W = Σ w_i``, the model is ``δ = S / W``:
-:class:`~avalanche_tmc.composition.deltas.DeltaComposition`), the analytic heads' sufficient
+:class:`~avalanche_tmc.composition.deltas.DeltaComposition`), the training-free heads' sufficient
 statistics (``S = Σ stats_i``, already sums over samples, weight = sample count:
 :class:`~avalanche_tmc.composition.statistics.StatisticsComposition`), composition files
 (:mod:`~avalanche_tmc.files`) and the sums exchanged by

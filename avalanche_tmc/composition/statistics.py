@@ -151,7 +151,7 @@ def class_means(stats: HeadStats) -> Tensor:
 class StatisticsComposition(AdditiveComposition):
     """Per-task head statistics composed by summation, with exact forgetting.
 
-    What it is for: the analytic-head counterpart of :class:`~avalanche_tmc.composition.deltas.DeltaComposition`:
+    What it is for: the training-free counterpart of :class:`~avalanche_tmc.composition.deltas.DeltaComposition`:
     the same :class:`~avalanche_tmc.composition.additive.AdditiveComposition`, unscaled (statistics
     are already sums over samples; a task's weight is its sample count). It keeps the
     running sum (fixed size) and, with ``keep_components=True``, each task's statistics

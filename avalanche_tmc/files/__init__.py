@@ -5,7 +5,7 @@ strategy's learned state in one file, and checkpoints of a whole strategy.
 * :mod:`.component`: :class:`Component` (what a file holds), the format's constants and
   errors, :func:`describe` (what ``avalanche-tmc inspect`` prints);
 * :mod:`.architectures`: the registered names under which files record a network's
-  classes (never module paths);
+  classes (never module paths nor class names), and the earlier names still read;
 * :mod:`.bases`: the base a component belongs to (network class and structure, hash of
   the pre-trained weights and buffers, linearized parameters, head) and
   :func:`check_same_base`;
@@ -26,7 +26,7 @@ strategy's learned state in one file, and checkpoints of a whole strategy.
   (trusted files only), and :func:`~avalanche_tmc.files.checkpoint.checkpoint_identity`.
 """
 
-from .architectures import ARCHITECTURES, architecture_name, register_architecture
+from .architectures import ARCHITECTURES, EARLIER_NAMES, architecture_name, register_architecture
 from .arithmetic import compose_components, composed_delta, forget_component
 from .bases import (
     check_same_base,
@@ -59,7 +59,7 @@ from .signing import KEY_ENVIRONMENT, read_key_file, resolve_key
 from .storage import component_paths, load_component, load_components, save_component
 
 __all__ = [
-    "ARCHITECTURES", "register_architecture", "architecture_name",
+    "ARCHITECTURES", "EARLIER_NAMES", "register_architecture", "architecture_name",
     "FORMAT", "FORMAT_VERSION", "ComponentFileError", "IncompatibleComponentsError", "ComponentExistsError",
     "Component", "content_sha256", "describe",
     "state_dict_sha256", "weights_sha256", "structure", "tangent_base", "statistics_base", "model_reference",

@@ -9,7 +9,11 @@ base; anything else is refused with an error naming the first difference.
 
 The structure hash names every module's class by its registered name
 (:func:`~avalanche_tmc.files.architectures.architecture_name`), never by the module that
-holds it, so moving a class never changes the hashes of files already written.
+holds it, so moving a class never changes the hashes of files already written. A file
+written before one of its classes was renamed (its earlier name,
+:data:`~avalanche_tmc.files.architectures.EARLIER_NAMES`) is of the same base as the model
+today: :func:`model_reference` records the structure as it named it, and
+:func:`check_same_base` accepts either.
 """
 
 import hashlib
@@ -41,11 +45,12 @@ def weights_sha256(net: torch.nn.Module) -> str:
     return state_dict_sha256(net.state_dict())
 
 
-def structure(net: torch.nn.Module) -> Dict[str, str]:
+def structure(net: torch.nn.Module, *, earlier: bool = False) -> Dict[str, str]:
     """A network's class (``architecture``) and the SHA-256 of its module structure
-    (``modules_sha256``: every module's name and registered class name, in order)."""
-    modules = "\n".join(f"{name}:{architecture_name(type(m))}" for name, m in net.named_modules())
-    return dict(architecture=architecture_name(type(net)),
+    (``modules_sha256``: every module's name and registered class name, in order); with
+    ``earlier``, as files written before a class's rename named them."""
+    modules = "\n".join(f"{name}:{architecture_name(type(m), earlier=earlier)}" for name, m in net.named_modules())
+    return dict(architecture=architecture_name(type(net), earlier=earlier),
                 modules_sha256=hashlib.sha256(modules.encode()).hexdigest())
 
 
@@ -70,7 +75,7 @@ def tangent_base(model: TangentModel) -> Dict[str, Any]:
 
 
 def statistics_base(model: torch.nn.Module) -> Dict[str, Any]:
-    """The base an :class:`~avalanche_tmc.AnalyticClassifier`'s statistics belong
+    """The base an :class:`~avalanche_tmc.TrainingFreeClassifier`'s statistics belong
     to: the feature network (class, structure, weights and buffers), the head type, the
     random projection (width and seed) and the number of classes."""
     return dict(structure(model.features), weights_sha256=weights_sha256(model.features),
@@ -107,11 +112,26 @@ def _base_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[str
 
 def model_reference(model: torch.nn.Module, name: str = "the model") -> Component:
     """An empty stand-in for ``model`` (a :class:`~avalanche_tmc.tangent.TangentModel` or an
-    :class:`~avalanche_tmc.AnalyticClassifier`) to check files against with
-    :func:`check_same_base`; ``name`` is how messages call it."""
-    if isinstance(model, TangentModel):
-        return Component("component", "delta", OrderedDict(), 1.0, [], tangent_base(model), path=name)
-    return Component("component", "statistics", OrderedDict(), 1.0, [], statistics_base(model), path=name)
+    :class:`~avalanche_tmc.TrainingFreeClassifier`) to check files against with
+    :func:`check_same_base`; ``name`` is how messages call it. Where the network has a class
+    that files written before its rename name otherwise, its base also records the structure
+    they record (``earlier_structure``), which :func:`check_same_base` accepts too."""
+    tangent = isinstance(model, TangentModel)
+    net = model.model if tangent else model.features
+    base = tangent_base(model) if tangent else statistics_base(model)
+    earlier = structure(net, earlier=True)
+    if any(base[key] != value for key, value in earlier.items()):
+        base["earlier_structure"] = earlier
+    return Component("component", "delta" if tangent else "statistics", OrderedDict(), 1.0, [], base, path=name)
+
+
+def _as_today(base: Mapping[str, Any], other: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``base``, with ``other``'s structure where ``base`` has the structure that files written
+    before a class's rename record for ``other``'s network (its ``earlier_structure``)."""
+    earlier = other.get("earlier_structure")
+    if earlier and all(base.get(key) == value for key, value in earlier.items()):
+        return dict(base, **{key: other.get(key) for key in earlier})
+    return base
 
 
 def check_same_base(a: Component, b: Component) -> None:
@@ -121,7 +141,7 @@ def check_same_base(a: Component, b: Component) -> None:
         raise IncompatibleComponentsError(
             f"{a.name()} holds {a.payload} and {b.name()} holds {b.payload}: tangent components and head "
             "statistics do not combine.")
-    difference = _base_difference(a.base, b.base)
+    difference = _base_difference(_as_today(a.base, b.base), _as_today(b.base, a.base))
     if difference is not None:
         raise IncompatibleComponentsError(
             f"{a.name()} and {b.name()} come from different base models: {difference}. Components combine only "

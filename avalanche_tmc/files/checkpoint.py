@@ -46,6 +46,7 @@ from .filesystem import write_atomically
 
 __all__ = [
     "CheckpointError", "enable_dill_checkpoints", "save_checkpoint", "maybe_load_checkpoint", "checkpoint_identity",
+    "EARLIER_STRATEGY_NAMES",
 ]
 
 
@@ -63,19 +64,29 @@ def enable_dill_checkpoints() -> None:
             setattr(torch.optim, info.name, sys.modules[full])
 
 
-def checkpoint_identity(strategy: Any) -> Dict[str, Any]:
+EARLIER_STRATEGY_NAMES: Dict[str, str] = {
+    # written by pre-release builds (before the class was renamed): read, never written
+    "TrainingFreeStrategy": "AnalyticHeadStrategy",
+}
+"""Strategy type -> the type files written before its rename record: read, never written."""
+
+
+def checkpoint_identity(strategy: Any, *, earlier: bool = False) -> Dict[str, Any]:
     """What a checkpoint must share with the strategy it is loaded into: the strategy type,
     its mode (TMC/TME/TMC-Seq), the architecture (modules, parameter names and shapes)
     and, for a :class:`~avalanche_tmc.training.protocols.ComposableLearner`, the hash of the fixed
     base weights and buffers (the pre-trained point its components belong to) and, for a
     tangent model, the hash of its linearized parameters (names and shapes: TMC-FC
-    linearizes the head only, TMC every parameter)."""
+    linearizes the head only, TMC every parameter). With ``earlier``, the identity that files
+    written before a class's rename record (:data:`EARLIER_STRATEGY_NAMES`,
+    :data:`~avalanche_tmc.files.architectures.EARLIER_NAMES`)."""
     composable = isinstance(strategy, ComposableLearner)
     net: nn.Module = strategy.base_network() if composable else strategy.model
     # classes by their registered names (architectures.py), never by module paths: moving a class changes no file
-    layout = "\n".join(f"{name}:{architecture_name(type(m))}" for name, m in net.named_modules())
+    layout = "\n".join(f"{name}:{architecture_name(type(m), earlier=earlier)}" for name, m in net.named_modules())
     layout += "\n" + "\n".join(f"{n}:{tuple(t.shape)}" for n, t in net.state_dict().items())
-    identity = dict(strategy=type(strategy).__qualname__,
+    kind = type(strategy).__qualname__
+    identity = dict(strategy=EARLIER_STRATEGY_NAMES.get(kind, kind) if earlier else kind,
                     architecture=hashlib.sha256(layout.encode()).hexdigest())
     if composable:
         identity.update(mode=strategy.component_settings().get("mode"), payload=strategy.payload,
@@ -92,7 +103,12 @@ _LABELS = dict(strategy="strategy type", mode="mode", payload="kind of component
                linearized="linearized parameters (TMC-FC linearizes the head only, TMC every parameter)")
 
 
-def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str) -> None:
+def _check_identity(found: Dict[str, Any], expected: Dict[str, Any], path: str,
+                    earlier: Optional[Dict[str, Any]] = None) -> None:
+    """Refuse ``found`` unless it is ``expected`` or, given, ``earlier`` (the same identity as
+    files written before a class's rename record it), naming the first difference."""
+    if earlier is not None and all(found.get(name) == earlier.get(name) for name in _LABELS):
+        return
     path = _shown(path)
     for name, label in _LABELS.items():
         if found.get(name) != expected.get(name):

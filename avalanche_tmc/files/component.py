@@ -73,7 +73,7 @@ class Component:
     """A component or a composition, as held in one file.
 
     :ivar kind: ``"component"`` (one experience) or ``"composition"`` (a weighted sum).
-    :ivar payload: ``"delta"`` (tangent) or ``"statistics"`` (analytic heads).
+    :ivar payload: ``"delta"`` (tangent) or ``"statistics"`` (training-free heads).
     :ivar tensors: ``δ_t`` or the statistics (component); ``S`` or the summed statistics
         (composition).
     :ivar weight: ``w_t`` (component) or ``W = Σ w_t`` (composition).

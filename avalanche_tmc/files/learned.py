@@ -15,7 +15,7 @@ in the file is ever executed::
             save_learned(strategy, "learned.safetensors")
 
 Each tangent component and each experience's statistics start from scratch, so this is
-all a TMC, TME or analytic-head run needs to resume (optimizer state is reset per
+all a TMC, TME or training-free run needs to resume (optimizer state is reset per
 experience anyway).
 
 Beside component files (:mod:`.storage`), with the same integrity hash and signing
@@ -127,7 +127,7 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
         raise CheckpointError(f"{shown}: its metadata are malformed.") from None
     if not isinstance(identity, dict) or not isinstance(keep, bool):
         raise CheckpointError(f"{shown}: its metadata are malformed (identity or keep_components).")
-    _check_identity(identity, checkpoint_identity(strategy), path)
+    _check_identity(identity, checkpoint_identity(strategy), path, checkpoint_identity(strategy, earlier=True))
     learned = strategy.learned()
     if len(learned):
         raise CheckpointError(f"{shown}: the strategy has already learned {learned.keys}; load into a fresh one.")

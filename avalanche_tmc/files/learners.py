@@ -1,5 +1,5 @@
 """Component files meet models and strategies: components made from a
-:class:`~avalanche_tmc.tangent.TangentModel`'s ``δ`` or an analytic head's statistics, every
+:class:`~avalanche_tmc.tangent.TangentModel`'s ``δ`` or a training-free head's statistics, every
 component a strategy holds, and files put back into a strategy.
 
 Strategies are reached through the :class:`~avalanche_tmc.training.protocols.ComposableLearner`
@@ -41,7 +41,7 @@ def tangent_component(model: TangentModel, delta: Mapping[str, Tensor], experien
 
 def statistics_component(model: torch.nn.Module, stats: Mapping[str, Tensor], experience: int, *,
                          classes: Optional[Mapping] = None, settings: Optional[Mapping] = None) -> Component:
-    """One experience's head statistics for an :class:`~avalanche_tmc.AnalyticClassifier`
+    """One experience's head statistics for an :class:`~avalanche_tmc.TrainingFreeClassifier`
     (weight: its sample count)."""
     missing = [k for k in STAT_KEYS if k not in stats]
     if missing:
@@ -72,7 +72,7 @@ def strategy_settings(strategy: ComposableLearner) -> Dict[str, Any]:
 
 def strategy_components(strategy: ComposableLearner) -> List[Component]:
     """Every component a strategy holds, in the order learned: a TMC/TME strategy's
-    ``δ_t`` (kept components) or an :class:`~avalanche_tmc.AnalyticHeadStrategy`'s
+    ``δ_t`` (kept components) or an :class:`~avalanche_tmc.TrainingFreeStrategy`'s
     statistics (any :class:`~avalanche_tmc.training.protocols.ComposableLearner`)."""
     strategy.check_independent("save its components as files (they cannot be composed or forgotten on their own)")
     settings = strategy_settings(strategy)

@@ -2,7 +2,7 @@
 
 * :mod:`.plugins`: one plugin per file (task masks, the composition skeleton, the tangent
   plugin, the divergence guard);
-* :mod:`.strategies`: the tangent strategies (TMC, TME, TMC-Seq), the analytic-head
+* :mod:`.strategies`: the tangent strategies (TMC, TME, TMC-Seq), the training-free
   strategy and adapt-then-compose, each a ``SupervisedTemplate`` with its plugins;
 * :mod:`.rollback`: the one rollback mechanism (all-or-nothing ``train()``), and
   :mod:`.loaders`, data loaders that never shard an experience over processes;

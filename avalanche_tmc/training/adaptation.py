@@ -1,6 +1,6 @@
 """Adapt once, then compose by statistics: a first-session adaptation of the feature network.
 
-What it is for: lifting the ceiling of the training-free heads (:mod:`avalanche_tmc.models.analytic`),
+What it is for: lifting the ceiling of the training-free heads (:mod:`avalanche_tmc.models.training_free`),
 which frozen pre-trained features cap. Following APER/ADAM (Zhou et al. 2023) and
 RanPAC's first-session phase (McDonnell et al. 2023), the network is adapted **once** —
 on the first experience, or on an adaptation set the user provides — then frozen, and
@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from ..composition.statistics import head_statistics, ridge_head
-from ..models.analytic import AnalyticClassifier, LayerFeatures, penultimate
+from ..models.training_free import LayerFeatures, TrainingFreeClassifier, penultimate
 from ..tangent import TangentModel, find_head
 from .divergence import DivergenceError
 from .losses import RescaledSquareLoss
@@ -48,7 +48,7 @@ class Adaptation:
     :param train_from: first module (by registration order) whose parameters are adapted;
         earlier ones stay at their pre-trained values. ``None``: all of them.
     :param beta: the Rescaled Square Loss target for ``"tangent"`` (25 class-IL, 5 data-IL).
-    :param layer: the module whose output, pooled (:class:`~avalanche_tmc.models.analytic.LayerFeatures`),
+    :param layer: the module whose output, pooled (:class:`~avalanche_tmc.models.training_free.LayerFeatures`),
         the statistics use; ``None``: the head's input. Any layer of a ``"none"`` or
         ``"fine-tune"`` network; ``"tangent"`` supports only ``None``.
     """
@@ -222,7 +222,7 @@ def _ridge_validation_accuracy(features: nn.Module, fit: Dataset, val: Dataset, 
                                seed: int = 0, device: str = "cpu") -> float:
     """Accuracy on ``val`` of a ridge head solved on ``fit``'s features (GCV λ), through
     the head's seeded random projection when ``projection_dim`` is given, on ``device``."""
-    head = AnalyticClassifier(features, num_classes, projection_dim=projection_dim, seed=seed).to(device)
+    head = TrainingFreeClassifier(features, num_classes, projection_dim=projection_dim, seed=seed).to(device)
 
     def embed(data):
         phis, ys = zip(*((head.embed(x.to(device)), y.to(device))

@@ -17,9 +17,9 @@ class DivergenceError(RuntimeError, FloatingPointError, ValueError):
     stopped and nothing is learned from it (a strategy of this package is left as before the
     ``train()`` call). The command line exits with code 6 (``EXIT_TRAINING``).
 
-    Raised by every learner of the package: the tangent strategies, the analytic heads and
+    Raised by every learner of the package: the tangent strategies, the training-free heads and
     the adaptation of :class:`~avalanche_tmc.AdaptThenComposeStrategy`. It is also a
-    ``FloatingPointError`` and a ``ValueError``, the types the adaptation and the analytic
+    ``FloatingPointError`` and a ``ValueError``, the types the adaptation and the training-free
     heads raised before, so that code catching those keeps working (until avalanche-tmc 0.3.0)."""
 
 

@@ -1,6 +1,6 @@
 """Exact forgetting, checked: which plugins make a component depend on earlier experiences
 (replay, distillation), the replay-buffer groups an experience filled, and the refusals of a
-``forget`` that would not be exact. Used by the tangent plugin and the analytic heads.
+``forget`` that would not be exact. Used by the tangent plugin and the training-free heads.
 """
 
 from typing import Any, Dict, Hashable, List, Optional, Sequence

@@ -69,7 +69,7 @@ class RollbackPart(Protocol):
 
 @runtime_checkable
 class RollbackLearner(Protocol):
-    """A strategy that keeps what it learned itself (the analytic heads: statistics, the
+    """A strategy that keeps what it learned itself (the training-free heads: statistics, the
     solved head, the adapted features) and takes part in its own transactions."""
 
     def snapshot_learner(self) -> Any:
@@ -91,7 +91,7 @@ class ComposableLearner:
     """What a strategy whose knowledge is an :class:`AdditiveComposition` offers to code
     outside it (parallel training, component files, checkpoints), so that no caller
     inspects strategy types or private fields. The tangent strategies and
-    :class:`~avalanche_tmc.AnalyticHeadStrategy` implement it.
+    :class:`~avalanche_tmc.TrainingFreeStrategy` implement it.
 
     * :attr:`payload`: ``"delta"`` or ``"statistics"``;
     * :meth:`learned`: the composition (read it; change it through the methods below);

@@ -3,7 +3,7 @@
 Every strategy a user, the command line or the benchmark runner builds by name is
 registered here with :func:`register_strategy`, and built with :func:`create_strategy`
 (``list_strategies`` lists them). The library registers its own below (the tangent
-strategies and the training-free statistics heads); ``baselines`` registers Avalanche's
+strategies and the training-free heads); ``baselines`` registers Avalanche's
 strategies the same way when it is imported (Naive, ER, LwF, EWC, DER, joint training,
 SLDA, the composition baselines). Adding a strategy is one entry::
 
@@ -110,14 +110,14 @@ def _tangent(strategy: str, linearize: str) -> Builder:
 def _statistics(head: str, projection: bool) -> Builder:
     def build(network: "nn.Module", *, num_classes: Optional[int] = None, seed: int = 0,
               projection_dim: int = 2000, **options: Any) -> "SupervisedTemplate":
-        from ..models.analytic import AnalyticClassifier, penultimate
+        from ..models.training_free import TrainingFreeClassifier, penultimate
         from ..tangent import find_head
-        from .strategies.analytic import AnalyticHeadStrategy
+        from .strategies.training_free import TrainingFreeStrategy
 
         classes = num_classes or int(network.get_submodule(find_head(network)).out_features)
-        model = AnalyticClassifier(penultimate(network), classes, head=head, seed=seed,
+        model = TrainingFreeClassifier(penultimate(network), classes, head=head, seed=seed,
                                    projection_dim=projection_dim if projection else None)
-        return AnalyticHeadStrategy(model=model, **options)
+        return TrainingFreeStrategy(model=model, **options)
 
     return build
 
@@ -142,7 +142,7 @@ _LIBRARY: List[Tuple[str, str, str, bool, Builder]] = [
      _statistics("ridge", projection=True)),
     ("ncm", "training-free", "nearest class mean on the frozen penultimate features", True,
      _statistics("ncm", projection=False)),
-    ("adapt-then-compose", "training-free", "adapt the features once (first session), then a statistics head",
+    ("adapt-then-compose", "training-free", "adapt the features once (first session), then a training-free head",
      False, _adapt_then_compose),
 ]
 for _name, _family, _description, _files, _build in _LIBRARY:

@@ -1,7 +1,7 @@
 """A process of the parallel-training tests, run from the checkout's root.
 
 ``python -m torch.distributed.run --standalone --nproc_per_node=2 -m tests.avalanche_tmc.parallel_job OUT``
-trains a TMC strategy and a statistics head on 4 experiences across the ranks
+trains a TMC strategy and a training-free head on 4 experiences across the ranks
 (:func:`avalanche_tmc.distributed.train_parallel`); without torchrun the same command is
 the sequential reference. Each rank writes what it ends with to ``OUT/rank<r>.safetensors``
 (composed δ, every component, summed statistics, the head) and the devices they live on.
@@ -24,7 +24,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 from safetensors.torch import save_file
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
+from avalanche_tmc import TangentModel, TMCStrategy, TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from avalanche_tmc.distributed import init_parallel, shutdown_parallel, train_parallel
 from tests.helpers import (
     NUM_CLASSES,
@@ -79,7 +79,7 @@ def main() -> None:
                       evaluator=quiet_evaluator(), plugins=plugins, device=device)
     report = train_parallel(tmc, bm.train_stream, seed=100, timeout=args.timeout)
 
-    head = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(net), NUM_CLASSES, projection_dim=16),
+    head = TrainingFreeStrategy(model=TrainingFreeClassifier(penultimate(net), NUM_CLASSES, projection_dim=16),
                                 train_mb_size=8, evaluator=quiet_evaluator(), device=device)
     train_parallel(head, bm.train_stream, seed=100, timeout=args.timeout)
 

@@ -66,7 +66,7 @@ def test_loggers_write_text_csv_and_tensorboard(tmp_path, capsys):
     with open(logs / "csv" / "training_results.csv", newline="") as f:
         again = list(csv.DictReader(f))
     assert again[:1] == rows and len(again) == 2
-    # the analytic heads log their (cross-entropy) loss under its name too
+    # the training-free heads log their (cross-entropy) loss under its name too
     assert main(["train-component", "--experience", "0", "--out", str(tmp_path / "ridge"), *QUICK, "--method",
                  "stats-ridge", "--logger", "text"]) == EXIT_OK
     assert "CE_Loss_Epoch/train_phase" in capsys.readouterr().out

@@ -173,8 +173,8 @@ def test_a_closed_output_pipe_ends_quietly(files):
 
 def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files(tmp_path, capsys):
     """evaluate installs any composition through the learner protocol (no strategy-type branches)."""
-    from avalanche_tmc import AnalyticHeadStrategy
-    from avalanche_tmc.models.analytic import AnalyticClassifier, penultimate
+    from avalanche_tmc import TrainingFreeStrategy
+    from avalanche_tmc.models.training_free import TrainingFreeClassifier, penultimate
     from tests.avalanche_tmc import cli_factories
 
     factories = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
@@ -187,7 +187,7 @@ def test_a_statistics_composition_evaluates_as_the_strategy_built_from_its_files
     assert main(["evaluate", composed, "--json", *factories]) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     net = cli_factories.model(tasks=3)
-    strategy = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(net), 10), evaluator=None)
+    strategy = TrainingFreeStrategy(model=TrainingFreeClassifier(penultimate(net), 10), evaluator=None)
     strategy.load_components(str(tmp_path / "experience-0.safetensors"))
     strategy.load_components(str(tmp_path / "experience-1.safetensors"))
     bm = cli_factories.data(tasks=3)

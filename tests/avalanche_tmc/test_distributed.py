@@ -157,7 +157,7 @@ def test_two_processes_end_with_the_sequential_composition(runs, device):
     # the composition is summed in another order: equal to float rounding
     for key in [k for k in sequential if k.startswith(("composed", "model"))]:
         assert torch.allclose(rank0[key], sequential[key], rtol=1e-5, atol=1e-8), key
-    # the statistics head: the summed statistics and the head solved from them
+    # the training-free head: the summed statistics and the head solved from them
     for key in [k for k in sequential if k.startswith(("stats", "head"))]:
         assert torch.allclose(rank0[key], sequential[key], rtol=1e-9, atol=1e-9), key
     assert meta0["ridge_lambda"] == pytest.approx(seq_meta["ridge_lambda"], rel=1e-9)

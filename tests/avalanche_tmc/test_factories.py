@@ -164,7 +164,7 @@ def test_digits_factories_are_offline_and_the_same_in_every_process():
 
     assert other.stdout.strip() == hashlib.sha256(b"".join(v.numpy().tobytes() for v in state.values())).hexdigest()
     # pre-trained: far better than chance on the digits it never saw, once a head is fitted (nearest class mean)
-    from avalanche_tmc.models.analytic import penultimate
+    from avalanche_tmc.models.training_free import penultimate
 
     features = penultimate(net)
     x = torch.stack([bm.train_stream[0].dataset[i][0] for i in range(len(bm.train_stream[0].dataset))])

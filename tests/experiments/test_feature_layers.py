@@ -11,7 +11,7 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
     from avalanche.evaluation.metrics import accuracy_metrics
     from avalanche.training.plugins import EvaluationPlugin
 
-    from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+    from avalanche_tmc import TrainingFreeClassifier, TrainingFreeStrategy, penultimate
     from benchmarks.config import RunConfig
     from benchmarks.prepare import prepare
     from benchmarks.presets import PRESETS
@@ -29,8 +29,8 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
 
     train, test, top = prepare(RunConfig.from_dict(run))
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
-    ranpac = AnalyticHeadStrategy(
-        model=AnalyticClassifier(penultimate(top), 10, projection_dim=2000, seed=0), train_mb_size=256,
+    ranpac = TrainingFreeStrategy(
+        model=TrainingFreeClassifier(penultimate(top), 10, projection_dim=2000, seed=0), train_mb_size=256,
         eval_mb_size=256, evaluator=EvaluationPlugin(accuracy_metrics(stream=True), loggers=[]))
     torch.manual_seed(0)
     head_input = next(r for r in rows if r["candidate"] == "none (pre-trained features)")

@@ -1,7 +1,7 @@
 """``AdaptThenComposeStrategy``: adapt the feature network once
 (:mod:`avalanche_tmc.training.adaptation`), freeze it, then learn every experience
 training-free by summed statistics (an
-:class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy` on the adapted
+:class:`~avalanche_tmc.training.strategies.training_free.TrainingFreeStrategy` on the adapted
 features)."""
 
 import warnings
@@ -12,15 +12,15 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from ...composition.statistics import HeadStats
-from ...models.analytic import AnalyticClassifier, penultimate
+from ...models.training_free import TrainingFreeClassifier, penultimate
 from ...tangent import find_head
 from ..adaptation import Adaptation, adapt_features, select_adaptation
-from .analytic import AnalyticHeadStrategy
+from .training_free import TrainingFreeStrategy
 
 __all__ = ["AdaptThenComposeStrategy"]
 
 
-class AdaptThenComposeStrategy(AnalyticHeadStrategy):
+class AdaptThenComposeStrategy(TrainingFreeStrategy):
     """Adapt the feature network once, freeze it, then learn every experience training-free.
 
     The adaptation runs on ``adaptation_data`` when given (at the first ``train()`` call),
@@ -28,7 +28,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
     sequence of candidates chosen by :func:`select_adaptation` on a validation split of
     the adaptation data (``adaptation_scores`` keeps every candidate's validation
     accuracy, ``adaptation_choice`` the one used). After that the strategy is an
-    :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy` on the adapted features:
+    :class:`~avalanche_tmc.training.strategies.training_free.TrainingFreeStrategy` on the adapted features:
     per-experience statistics, summed, head in closed form; experiences after the first
     can be computed in parallel and are forgotten exactly.
 
@@ -38,7 +38,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
     it unless ``inexact=True`` (then it warns). With a separate ``adaptation_data`` every
     experience is forgotten exactly.
 
-    Plugin callbacks: as :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`,
+    Plugin callbacks: as :class:`~avalanche_tmc.training.strategies.training_free.TrainingFreeStrategy`,
     the ``before/after_backward`` and ``before/after_update`` callbacks never fire. The
     adaptation does back-propagate, but in its own loop
     (:func:`~avalanche_tmc.training.adaptation.adapt_features`, run inside
@@ -47,7 +47,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
 
     :param network: the classifier to adapt (a ``num_classes`` head; copied, never modified).
     :param head: ``"ridge"`` or ``"ncm"``; ``projection_dim``: RanPAC-style random features.
-    Other keyword arguments: as :class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`.
+    Other keyword arguments: as :class:`~avalanche_tmc.training.strategies.training_free.TrainingFreeStrategy`.
     """
 
     def __init__(self, *, network: nn.Module, num_classes: int,
@@ -61,7 +61,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
         if network.get_submodule(out).out_features != num_classes:
             raise ValueError(f"The network's head {out!r} has {network.get_submodule(out).out_features} outputs, "
                              f"not num_classes={num_classes}; replace it first (avalanche_tmc.replace_head).")
-        model = AnalyticClassifier(penultimate(network, out), num_classes, head=head, projection_dim=projection_dim,
+        model = TrainingFreeClassifier(penultimate(network, out), num_classes, head=head, projection_dim=projection_dim,
                                    seed=seed)
         super().__init__(model=model, **kwargs)
         self.network = network
@@ -94,7 +94,7 @@ class AdaptThenComposeStrategy(AnalyticHeadStrategy):
         super()._before_training_exp(**kwargs)
 
     def snapshot_learner(self) -> Dict[str, Any]:
-        """The analytic head's learned state plus the adapted features and the choice made."""
+        """The training-free head's learned state plus the adapted features and the choice made."""
         return dict(super().snapshot_learner(), features=self.model.features, adapted_on=self.adapted_on,
                     choice=self.adaptation_choice, scores=list(self.adaptation_scores))
 

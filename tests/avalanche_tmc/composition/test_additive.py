@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from avalanche_tmc import AnalyticHeadStrategy, DeltaComposition, TangentModel, TMCStrategy, compose
+from avalanche_tmc import DeltaComposition, TangentModel, TMCStrategy, TrainingFreeStrategy, compose
 from avalanche_tmc.composition.additive import AdditiveComposition, tensors_sha256
 from avalanche_tmc.composition.statistics import StatisticsComposition, head_statistics
 from avalanche_tmc.training.protocols import ComposableLearner
@@ -32,10 +32,10 @@ def delta_of(tm, seed, device):
 
 def test_every_composition_is_the_additive_class():
     assert issubclass(DeltaComposition, AdditiveComposition) and issubclass(StatisticsComposition, AdditiveComposition)
-    assert issubclass(TMCStrategy, ComposableLearner) and issubclass(AnalyticHeadStrategy, ComposableLearner)
+    assert issubclass(TMCStrategy, ComposableLearner) and issubclass(TrainingFreeStrategy, ComposableLearner)
     protocol = [n for n, v in vars(ComposableLearner).items() if callable(v) and not n.startswith("_")]
     assert {"learned", "replace_learned", "installed", "learned_classes", "base_network"} <= set(protocol)
-    for cls in (TMCStrategy, AnalyticHeadStrategy):
+    for cls in (TMCStrategy, TrainingFreeStrategy):
         for name in protocol:
             if name != "check_independent":  # a no-op unless components depend on each other
                 assert getattr(cls, name) is not getattr(ComposableLearner, name), (cls.__name__, name)
@@ -144,9 +144,9 @@ def test_no_caller_guesses_the_strategy_type():
     assert len(callers) > 5
     for path in callers:
         text = path.read_text()
-        assert "tangent_plugin" not in text and "isinstance(strategy, Analytic" not in text, path.name
+        assert "tangent_plugin" not in text and "isinstance(strategy, TrainingFree" not in text, path.name
         assert "._sum" not in text and "._keys" not in text and "._components" not in text, path.name
-    assert "analytic" not in _imports(library / "distributed.py")
+    assert "training_free" not in _imports(library / "distributed.py")
     assert "composition" in _imports(library / "distributed.py")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load, save
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
+from avalanche_tmc import TangentModel, TMCStrategy, TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from avalanche_tmc.files import content_sha256
 from avalanche_tmc.files.signing import metadata_sha256
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, randomize_batchnorm
@@ -103,11 +103,11 @@ def small_strategy(cls=TMCStrategy, width=4, seed=0, **kwargs):
     return cls(model=model, lr=1e-2, train_mb_size=8, train_epochs=1, evaluator=quiet_evaluator(), **kwargs)
 
 
-def small_analytic(seed=0, device="cpu"):
-    """An analytic-head strategy on a fresh TinyResNet's penultimate features."""
+def small_training_free(seed=0, device="cpu"):
+    """A training-free strategy on a fresh TinyResNet's penultimate features."""
     torch.manual_seed(seed)
-    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+    model = TrainingFreeClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return TrainingFreeStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
                                 device=device)
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import avalanche_tmc.files as cf
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, penultimate
+from avalanche_tmc import TangentModel, TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from tests.avalanche_tmc.files.common import base_net, craft, equal, same_net, set_entry, tmc, train
 from tests.helpers import NUM_CLASSES, quiet_evaluator, random_delta
 
@@ -62,8 +62,8 @@ def test_forget_refuses_a_file_that_is_not_the_composed_one(trained, tmp_path):
 
 def test_statistics_files_compose_and_forget_exactly(bm, tmp_path, device):
     def head():
-        return AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(base_net()), NUM_CLASSES, projection_dim=16),
-                                    train_mb_size=8, evaluator=quiet_evaluator(), device=device)
+        model = TrainingFreeClassifier(penultimate(base_net()), NUM_CLASSES, projection_dim=16)
+        return TrainingFreeStrategy(model=model, train_mb_size=8, evaluator=quiet_evaluator(), device=device)
 
     strategy = train(head(), bm.train_stream)
     for component in cf.strategy_components(strategy):

@@ -14,7 +14,7 @@ import torch
 from avalanche_tmc import TangentModel, TMCStrategy, TMEStrategy
 from avalanche_tmc.files.checkpoint import CheckpointError
 from avalanche_tmc.files.learned import load_learned, save_learned
-from tests.avalanche_tmc.files.common import nothing_learned, small_analytic, small_strategy, train_unshuffled
+from tests.avalanche_tmc.files.common import nothing_learned, small_strategy, small_training_free, train_unshuffled
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, small_benchmark
 
 warnings.filterwarnings("ignore", message="No loggers specified")
@@ -49,9 +49,9 @@ def test_learned_state_round_trips_without_pickle(bm, tmp_path, keep, device):
 
 
 def test_learned_statistics_round_trip(bm, tmp_path, device):
-    trained = train_unshuffled(small_analytic(device=device), bm.train_stream[:2])
+    trained = train_unshuffled(small_training_free(device=device), bm.train_stream[:2])
     path = save_learned(trained, str(tmp_path / "learned.safetensors"))
-    resumed = small_analytic(device=device)
+    resumed = small_training_free(device=device)
     assert load_learned(resumed, path) == [0, 1]
     assert {t.device.type for t in resumed.statistics.summed().values()} == {device.type}
     # (the untrained model is where it was built until Avalanche moves it: compared on the CPU)
@@ -60,9 +60,10 @@ def test_learned_statistics_round_trip(bm, tmp_path, device):
 
 def test_learned_state_of_something_else_or_edited_is_refused(bm, tmp_path):
     path = save_learned(train_unshuffled(small_strategy(), bm.train_stream[:1]), str(tmp_path / "learned.safetensors"))
-    for build, named in ((lambda: small_strategy(TMEStrategy), "strategy type"), (lambda: small_strategy(width=8),
-                                                                              "architecture"),
-                         (lambda: small_strategy(seed=1), "pre-trained weights"), (small_analytic, "strategy type")):
+    for build, named in ((lambda: small_strategy(TMEStrategy), "strategy type"),
+                         (lambda: small_strategy(width=8), "architecture"),
+                         (lambda: small_strategy(seed=1), "pre-trained weights"),
+                         (small_training_free, "strategy type")):
         strategy = build()
         with pytest.raises(CheckpointError, match=named):
             load_learned(strategy, path)

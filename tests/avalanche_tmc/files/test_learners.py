@@ -9,11 +9,11 @@ import torch
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import (
-    AnalyticClassifier,
-    AnalyticHeadStrategy,
     TangentModel,
     TMCSeqStrategy,
     TMCStrategy,
+    TrainingFreeClassifier,
+    TrainingFreeStrategy,
     penultimate,
 )
 from tests.avalanche_tmc.files.common import base_net, craft, equal, same_net, set_entry, tmc, train
@@ -68,7 +68,7 @@ def test_a_composition_file_installs_into_a_fresh_strategy(trained, bm, device):
     assert dict(fresh.tangent_plugin.task_classes) == dict(strategy.tangent_plugin.task_classes)
     key = "Top1_Acc_Stream/eval_phase/test_stream/Task000"
     assert fresh.eval(bm.test_stream)[key] == strategy.eval(bm.test_stream)[key]
-    head = AnalyticHeadStrategy(model=AnalyticClassifier(penultimate(base_net()), NUM_CLASSES),
+    head = TrainingFreeStrategy(model=TrainingFreeClassifier(penultimate(base_net()), NUM_CLASSES),
                                 evaluator=quiet_evaluator())
     with pytest.raises(cf.IncompatibleComponentsError):
         cf.install_composition(head, composition)

@@ -94,7 +94,7 @@ def test_files_of_format_3_read_and_compose_as_they_did(tmp_path):
     """Files of format version 3 (``data/make_fixture.py``, kept in ``data/v3``): the same
     tensors, the same header and tensor bytes when written again (hashes and signature
     included), the same sums, and the same bases from the same networks."""
-    from avalanche_tmc import AnalyticClassifier, LayerFeatures, TangentModel
+    from avalanche_tmc import LayerFeatures, TangentModel, TrainingFreeClassifier
 
     summary = json.loads((DATA / "expected.json").read_text())
     key = summary.pop("key").encode()
@@ -129,7 +129,7 @@ def test_files_of_format_3_read_and_compose_as_they_did(tmp_path):
     # the same networks today have the same bases (module classes named by their registered names)
     state = part("net/")
     assert cf.tangent_base(TangentModel(_tiny_net(state))) == summary["experience-0.safetensors"]["base"]
-    head = AnalyticClassifier(LayerFeatures(_tiny_net(state), "1"), 2)
+    head = TrainingFreeClassifier(LayerFeatures(_tiny_net(state), "1"), 2)
     assert cf.statistics_base(head) == summary["statistics-experience-3.safetensors"]["base"]
     assert summary["statistics-experience-3.safetensors"]["base"]["architecture"] == "avalanche-tmc:LayerFeatures"
 

@@ -11,13 +11,13 @@ from torch import nn
 from avalanche_tmc import (
     Adaptation,
     AdaptThenComposeStrategy,
-    AnalyticClassifier,
-    AnalyticHeadStrategy,
     DivergenceError,
     TangentModel,
     TMCSeqStrategy,
     TMCStrategy,
     TMEStrategy,
+    TrainingFreeClassifier,
+    TrainingFreeStrategy,
     penultimate,
 )
 from avalanche_tmc.cli import EXIT_TRAINING, main
@@ -41,7 +41,7 @@ def test_divergence_error_is_also_the_types_the_learners_raised_before():
     error = DivergenceError("diverged")
     assert isinstance(error, RuntimeError)  # the tangent plugin's
     assert isinstance(error, FloatingPointError)  # the adaptation's
-    assert isinstance(error, ValueError)  # the analytic head's
+    assert isinstance(error, ValueError)  # the training-free head's
 
 
 @pytest.mark.parametrize("cls", [TMCStrategy, TMEStrategy, TMCSeqStrategy])
@@ -68,16 +68,16 @@ def test_a_diverging_tangent_experience_raises_and_rolls_back(cls, device):
         assert_same_tensors(restored[key], state)
 
 
-def _analytic(device) -> AnalyticHeadStrategy:
+def _training_free(device) -> TrainingFreeStrategy:
     torch.manual_seed(0)
-    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+    model = TrainingFreeClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return TrainingFreeStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
                                 device=device)
 
 
-def test_non_finite_features_raise_and_the_analytic_head_rolls_back(device):
+def test_non_finite_features_raise_and_the_training_free_head_rolls_back(device):
     clean, poisoned = small_benchmark(), small_benchmark(**NAN_BENCHMARK)
-    strategy = _analytic(device)
+    strategy = _training_free(device)
     strategy.train(clean.train_stream[0])
     weight, summed = strategy.model.weight.clone(), strategy.statistics.summed()
     with pytest.raises(DivergenceError, match="Experience 1: the features of training iteration 1 hold NaN"):
@@ -149,9 +149,9 @@ def test_nan_input_stops_the_experience(device):
     assert all(torch.count_nonzero(v) == 0 for v in strategy.model.delta.values())
 
 
-def test_analytic_head_refuses_nan_features(device):
+def test_training_free_head_refuses_nan_features(device):
     bm = small_benchmark(train=tensor_dataset(nan_at=slice(0, NUM_CLASSES)))
-    strategy = _analytic(device)
+    strategy = _training_free(device)
     with pytest.raises(DivergenceError, match="Experience 0: the features of training iteration 1 hold NaN"):
         strategy.train(bm.train_stream[0], shuffle=False)
     assert len(strategy.statistics) == 0

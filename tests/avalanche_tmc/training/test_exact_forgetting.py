@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, TangentModel, TMCStrategy, penultimate
+from avalanche_tmc import TangentModel, TMCStrategy, TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from avalanche_tmc import files as cf
 from avalanche_tmc.distributed import train_parallel
 from tests.helpers import NUM_CLASSES, TinyResNet, learned_of, quiet_evaluator, small_benchmark, tmc, train_seeded
@@ -17,10 +17,10 @@ from tests.helpers import NUM_CLASSES, TinyResNet, learned_of, quiet_evaluator, 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
 
-def analytic(**kwargs) -> AnalyticHeadStrategy:
+def training_free(**kwargs) -> TrainingFreeStrategy:
     torch.manual_seed(0)
-    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(), **kwargs)
+    model = TrainingFreeClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return TrainingFreeStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(), **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +58,13 @@ def test_a_replay_buffer_that_cannot_be_purged_refuses_forgetting(bm, device):
     assert strategy.tangent_plugin.composition.keys == [0]
 
 
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_forgetting_after_distillation_is_refused_unless_inexact(bm, learner, device):
     """Issue 21: with LwFPlugin, forget(0) was accepted although later components were distilled from it."""
     from avalanche.training.plugins import LwFPlugin
 
     plugins = [LwFPlugin()]
-    strategy = tmc(plugins=plugins, device=device) if learner == "tmc" else analytic(plugins=plugins, device=device)
+    strategy = (tmc if learner == "tmc" else training_free)(plugins=plugins, device=device)
     train_seeded(strategy, bm.train_stream[:2])
     with pytest.raises(ValueError, match=r"Cannot forget experience 0 exactly.*LwFPlugin"):
         strategy.forget(0)
@@ -106,13 +106,13 @@ def test_forget_with_a_delta_of_another_experience_is_refused(bm, tmp_path, trai
         assert torch.allclose(strategy.composed_delta[name].cpu(), value, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_forget_is_refused_when_later_experiences_replayed_it(learner, device):
     from avalanche.training.plugins import ReplayPlugin
 
     bm = small_benchmark(n_experiences=4)
     replay = ReplayPlugin(mem_size=8)
-    strategy = tmc(plugins=[replay], device=device) if learner == "tmc" else analytic(plugins=[replay], device=device)
+    strategy = (tmc if learner == "tmc" else training_free)(plugins=[replay], device=device)
     for exp in bm.train_stream:
         strategy.train(exp)
     keys = lambda: strategy.tangent_plugin.composition.keys if learner == "tmc" else strategy.statistics.keys  # noqa
@@ -138,11 +138,11 @@ def test_forget_without_replay_is_unchanged(device):
     assert strategy.tangent_plugin.composition.keys == [1, 2, 3]
 
 
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_forget_with_a_nearly_equal_component_is_refused(bm, learner, device):
     """Issue 30, case 6: forget(0, delta=δ0·(1+9e-6)) passed an allclose check and subtracted the given δ,
     not the kept one. Only the kept component, bit for bit (same dtype and values), is accepted."""
-    strategy = train_seeded(tmc(device=device) if learner == "tmc" else analytic(device=device), bm.train_stream[:2])
+    strategy = train_seeded((tmc if learner == "tmc" else training_free)(device=device), bm.train_stream[:2])
     kept = learned_of(strategy).components[0]
     before = {n: t.clone() for n, t in learned_of(strategy).summed().items()}
     near = {n: t * (1 + 9e-6) for n, t in kept.items()}

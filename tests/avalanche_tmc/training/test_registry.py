@@ -7,11 +7,11 @@ from avalanche.training.plugins import ReplayPlugin
 from avalanche.training.supervised import Naive
 
 from avalanche_tmc import (
-    AnalyticHeadStrategy,
     TangentModel,
     TMCSeqStrategy,
     TMCStrategy,
     TMEStrategy,
+    TrainingFreeStrategy,
     create_strategy,
     list_strategies,
     register_strategy,
@@ -46,7 +46,7 @@ def test_tangent_names_build_their_strategy_on_the_tangent_model_they_say(name, 
                                                     ("ncm", "ncm", None)])
 def test_training_free_names_build_the_head_they_say(name, head, projection):
     strategy = create_strategy(name, _net(), projection_dim=16, seed=3, evaluator=quiet_evaluator())
-    assert isinstance(strategy, AnalyticHeadStrategy)
+    assert isinstance(strategy, TrainingFreeStrategy)
     model = strategy.model
     assert (model.head, model.projection_dim, model.num_classes, model.seed) == (head, projection, NUM_CLASSES, 3)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from avalanche.core import SupervisedPlugin
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc import TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from avalanche_tmc.distributed import train_parallel
 from avalanche_tmc.training.protocols import RollbackLearner, RollbackPart
 from avalanche_tmc.training.rollback import TrainingTransaction, check_new_experience_ids, check_train_epochs
@@ -75,10 +75,10 @@ def test_experience_ids_and_epochs_are_checked():
             check_train_epochs(bad)
 
 
-def analytic(**kwargs) -> AnalyticHeadStrategy:
+def training_free(**kwargs) -> TrainingFreeStrategy:
     torch.manual_seed(0)
-    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+    model = TrainingFreeClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return TrainingFreeStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
                                 **kwargs)
 
 
@@ -131,10 +131,10 @@ def test_interrupted_train_leaves_the_strategy_as_before(error, device):
     assert strategy.tangent_plugin.composition.keys == [0, 1, 2]
 
 
-def test_failed_train_leaves_the_analytic_head_as_before(device):
+def test_failed_train_leaves_the_training_free_head_as_before(device):
     bm = small_benchmark(n_experiences=4)
     interrupt = _InterruptAt(exp_id=2, error=KeyboardInterrupt)
-    strategy = analytic(plugins=[interrupt], device=device)
+    strategy = training_free(plugins=[interrupt], device=device)
     strategy.train(bm.train_stream[0])
     weight, keys, iterations = strategy.model.weight.clone(), strategy.statistics.keys, strategy.clock.train_iterations
     with pytest.raises(KeyboardInterrupt):
@@ -160,11 +160,11 @@ class _CountIterations(SupervisedPlugin):
         self.count += 1
 
 
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_duplicate_experience_is_refused_before_training(learner, device):
     bm = small_benchmark()
     counter = _CountIterations()
-    strategy = tmc(plugins=[counter], device=device) if learner == "tmc" else analytic(plugins=[counter], device=device)
+    strategy = (tmc if learner == "tmc" else training_free)(plugins=[counter], device=device)
     strategy.train(bm.train_stream[0])
     done = counter.count
     with pytest.raises(KeyError, match="already"):
@@ -179,10 +179,10 @@ def bm():
     return small_benchmark(n_experiences=4)
 
 
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_train_parallel_of_nothing_leaves_the_strategy_as_it_was(bm, learner, device):
-    """Issue 21: train_parallel(strategy, []) emptied an AnalyticHeadStrategy's statistics."""
-    strategy = train_seeded(tmc(device=device) if learner == "tmc" else analytic(device=device), bm.train_stream[:1])
+    """Issue 21: train_parallel(strategy, []) emptied a TrainingFreeStrategy's statistics."""
+    strategy = train_seeded((tmc if learner == "tmc" else training_free)(device=device), bm.train_stream[:1])
     composition = learned_of(strategy)
     report = train_parallel(strategy, [])
     assert report.experiences == []

@@ -7,10 +7,12 @@ It writes two tangent components (experiences 0 and 1), their composition, a com
 signed with :data:`KEY` (experience 2), one experience's head statistics on
 ``LayerFeatures`` (experience 3, a class of this library: recorded by its registered
 name), and ``expected.safetensors`` / ``expected.json``: the network, every tensor the
-files hold, the composition's sum and ``δ``, each file's SHA-256 and base. Kept as it ran;
-never run by the tests. ``v2/`` holds the files of format version 2, written at commit
-c0a4796 by this script as it was then (``git show 73cedf0:tests/avalanche_tmc/files/data/make_fixture.py``):
-this library refuses them, saying what to do.
+files hold, the composition's sum and ``δ``, each file's SHA-256 and base. Kept as it ran
+(but for the names of the classes it imports, which follow the library's renames and put
+no name of their own into the files); never run by the tests. ``v2/`` holds the files of
+format version 2, written at commit c0a4796 by this script as it was then
+(``git show 73cedf0:tests/avalanche_tmc/files/data/make_fixture.py``): this library
+refuses them, saying what to do.
 """
 
 import hashlib
@@ -38,7 +40,7 @@ def main(out: str) -> None:
     import avalanche_tmc
     from avalanche_tmc import files as cf
     from avalanche_tmc.composition.statistics import head_statistics
-    from avalanche_tmc.models.analytic import AnalyticClassifier, LayerFeatures
+    from avalanche_tmc.models.training_free import LayerFeatures, TrainingFreeClassifier
     from avalanche_tmc.tangent import TangentModel
 
     print("library:", os.path.dirname(avalanche_tmc.__file__))
@@ -61,7 +63,7 @@ def main(out: str) -> None:
     signed = cf.tangent_component(model, deltas[2], 2, classes={0: [0, 1]})
     files["signed-experience-2.safetensors"] = signed
     cf.save_component(signed, os.path.join(out, "signed-experience-2.safetensors"), key=KEY)
-    head = AnalyticClassifier(LayerFeatures(tiny_net(), "1"), 2)
+    head = TrainingFreeClassifier(LayerFeatures(tiny_net(), "1"), 2)
     x, y = torch.randn(6, 3, generator=generator), torch.tensor([0, 1, 0, 1, 1, 0])
     stats = cf.statistics_component(head, head_statistics(head.embed(x), y, 2), 3, classes={0: [0, 1]})
     files["statistics-experience-3.safetensors"] = stats

@@ -1,19 +1,19 @@
 """``TaskMaskPlugin`` and the task labels and classes it reads: every Avalanche 0.6 benchmark
-generator works with the tangent plugin and the analytic head, and the recorded classes are
+generator works with the tangent plugin and the training-free head, and the recorded classes are
 the ones in the data."""
 
 import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc import TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from tests.helpers import NUM_CLASSES, TinyResNet, quiet_evaluator, tensor_dataset, tmc
 
 
-def analytic(**kwargs) -> AnalyticHeadStrategy:
+def training_free(**kwargs) -> TrainingFreeStrategy:
     torch.manual_seed(0)
-    model = AnalyticClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
-    return AnalyticHeadStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
+    model = TrainingFreeClassifier(penultimate(TinyResNet(num_classes=3)), NUM_CLASSES)
+    return TrainingFreeStrategy(model=model, ridge_lambda=1.0, train_mb_size=8, evaluator=quiet_evaluator(),
                                 **kwargs)
 
 
@@ -92,11 +92,11 @@ def _expected_task_classes(experience):
 
 
 @pytest.mark.parametrize("name", GENERATORS)
-@pytest.mark.parametrize("learner", ["tmc", "analytic"])
+@pytest.mark.parametrize("learner", ["tmc", "training_free"])
 def test_every_benchmark_generator_works(name, learner, device):
     make, task_il = _generators()[name]
     bm = make()
-    strategy = tmc(device=device) if learner == "tmc" else analytic(device=device)
+    strategy = tmc(device=device) if learner == "tmc" else training_free(device=device)
     train = list(bm.train_stream)
     for exp in train:
         strategy.train(exp)

@@ -117,8 +117,8 @@ def test_head_read_at_an_earlier_layer_is_the_closed_form_on_that_layers_pooled_
 
 
 def test_avalanches_contract_stop_training_forward_callbacks_and_refusals(digits3, device):
-    """As AnalyticHeadStrategy (tests/avalanche_tmc/training/strategies/test_analytic.py): a plugin's stop_training()
-    ends the statistics pass, the forward callbacks fire once per batch, and arguments the
+    """As TrainingFreeStrategy (tests/avalanche_tmc/training/strategies/test_training_free.py): a plugin's
+    stop_training() ends the statistics pass, the forward callbacks fire once per batch, and arguments the
     strategy cannot honour are refused with what to do."""
     from avalanche.core import SupervisedPlugin
     from avalanche.training.plugins import LRSchedulerPlugin

@@ -1,8 +1,8 @@
 """Training-free continual heads composed through sufficient statistics, as Avalanche strategies.
 
-``AnalyticHeadStrategy`` keeps a network frozen and, for every experience, computes the
+``TrainingFreeStrategy`` keeps a network frozen and, for every experience, computes the
 statistics of :mod:`avalanche_tmc.composition.statistics` from one pass over its data (no SGD);
-the model that holds the head is :class:`~avalanche_tmc.models.analytic.AnalyticClassifier`.
+the model that holds the head is :class:`~avalanche_tmc.models.training_free.TrainingFreeClassifier`.
 The head is re-solved in closed form from the *sum* of the experiences' statistics:
 
 * ``head="ridge"``: ridge regression onto one-hot targets, λ by GCV on the training
@@ -25,7 +25,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
 from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
-from ...models.analytic import AnalyticClassifier
+from ...models.training_free import TrainingFreeClassifier
 from ..divergence import DivergenceError
 from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..loaders import UnshardedLoaders
@@ -33,7 +33,7 @@ from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
 from ..protocols import ComposableLearner, component_store
 from ..rollback import AllOrNothingTraining
 
-__all__ = ["refuse_optimizer_arguments", "AnalyticHeadStrategy"]
+__all__ = ["refuse_optimizer_arguments", "TrainingFreeStrategy"]
 
 
 def refuse_optimizer_arguments(strategy: str, train_epochs: Any, optimizer: Any,
@@ -54,7 +54,7 @@ def refuse_optimizer_arguments(strategy: str, train_epochs: Any, optimizer: Any,
                              f"{type(plugin).__name__} has no learning rate to schedule: remove it from plugins.")
 
 
-class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
+class TrainingFreeStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
@@ -77,7 +77,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
     def __init__(
         self,
         *,
-        model: AnalyticClassifier,
+        model: TrainingFreeClassifier,
         criterion: Callable = nn.CrossEntropyLoss(),
         ridge_lambda: Optional[float] = None,
         keep_components: bool = True,
@@ -93,7 +93,7 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         **base_kwargs: Any,
     ):
         """
-        :param model: an :class:`AnalyticClassifier`.
+        :param model: an :class:`TrainingFreeClassifier`.
         :param ridge_lambda: fixed ridge penalty; ``None`` chooses it by GCV on the
             (summed) training statistics after every experience.
         :param keep_components: keep each experience's statistics (for ``forget``).
@@ -102,8 +102,8 @@ class AnalyticHeadStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         :param optimizer: None, the only value: there is no optimizer, so plugins that drive
             one (``LRSchedulerPlugin``) are refused with a ``ValueError``.
         """
-        if not isinstance(model, AnalyticClassifier):
-            raise TypeError(f"AnalyticHeadStrategy needs an AnalyticClassifier, got {type(model).__name__}.")
+        if not isinstance(model, TrainingFreeClassifier):
+            raise TypeError(f"TrainingFreeStrategy needs a TrainingFreeClassifier, got {type(model).__name__}.")
         refuse_optimizer_arguments(type(self).__name__, train_epochs, optimizer, plugins)
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)

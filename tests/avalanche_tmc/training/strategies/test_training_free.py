@@ -1,4 +1,4 @@
-"""AnalyticHeadStrategy: the head after a continual run equals the closed form on the
+"""TrainingFreeStrategy: the head after a continual run equals the closed form on the
 union of the data; forgetting equals the run without the experience; NCM by hand. On the
 tests' ``device``."""
 
@@ -11,7 +11,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EarlyStoppingPlugin, EvaluationPlugin, LRSchedulerPlugin
 
-from avalanche_tmc import AnalyticClassifier, AnalyticHeadStrategy, penultimate
+from avalanche_tmc import TrainingFreeClassifier, TrainingFreeStrategy, penultimate
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits
 
 
@@ -24,10 +24,10 @@ def setup():
 
 
 def strategy_for(features, device, **kwargs):
-    model = AnalyticClassifier(copy.deepcopy(features), 10, **{k: kwargs.pop(k) for k in ("head", "projection_dim")
+    model = TrainingFreeClassifier(copy.deepcopy(features), 10, **{k: kwargs.pop(k) for k in ("head", "projection_dim")
                                                                if k in kwargs})
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True, experience=True), loggers=[])
-    return AnalyticHeadStrategy(model=model, evaluator=evaluator, device=device, **kwargs)
+    return TrainingFreeStrategy(model=model, evaluator=evaluator, device=device, **kwargs)
 
 
 def stacked(experiences):
@@ -90,9 +90,9 @@ def test_ncm_predicts_the_nearest_class_mean_by_cosine(setup, device):
 def test_errors(setup):
     _, features = setup
     with pytest.raises(ValueError, match="head"):
-        AnalyticClassifier(features, 10, head="svm")
-    with pytest.raises(TypeError, match="AnalyticClassifier"):
-        AnalyticHeadStrategy(model=features)
+        TrainingFreeClassifier(features, 10, head="svm")
+    with pytest.raises(TypeError, match="TrainingFreeClassifier"):
+        TrainingFreeStrategy(model=features)
 
 
 # ---------------------------------------------------------------------------- Avalanche's strategy contract

@@ -1,8 +1,8 @@
 """The model part of the training-free heads: frozen features (:func:`penultimate`,
-:class:`LayerFeatures`) and :class:`AnalyticClassifier`, a head solved in closed form from
+:class:`LayerFeatures`) and :class:`TrainingFreeClassifier`, a head solved in closed form from
 sufficient statistics (:mod:`avalanche_tmc.composition.statistics`). The continual strategy that
 feeds it, one experience's statistics at a time, is
-:class:`~avalanche_tmc.training.strategies.analytic.AnalyticHeadStrategy`.
+:class:`~avalanche_tmc.training.strategies.training_free.TrainingFreeStrategy`.
 """
 
 import copy
@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from ..composition.statistics import HeadStats, RandomReLUFeatures, class_means, ridge_head
 from ..tangent import find_head
 
-__all__ = ["HEADS", "penultimate", "LayerFeatures", "AnalyticClassifier"]
+__all__ = ["HEADS", "penultimate", "LayerFeatures", "TrainingFreeClassifier"]
 
 HEADS = ("ridge", "ncm")
 
@@ -39,7 +39,7 @@ class LayerFeatures(nn.Module):
     over every dimension after the channel one (global average pooling for a conv map, a
     token mean for a ``(batch, tokens, dim)`` output), as ``(batch, channels)`` features.
 
-    What it is for: the statistics heads on an earlier layer than the head's input. On
+    What it is for: the training-free heads on an earlier layer than the head's input. On
     small images a network's last activations can be mostly zero (e.g. ReLU6 after
     ImageNet BatchNorm statistics), while a block's pooled output still separates the
     classes. The forward pass stops at ``layer``.
@@ -76,7 +76,7 @@ class LayerFeatures(nn.Module):
         return out.flatten(1)
 
 
-class AnalyticClassifier(nn.Module):
+class TrainingFreeClassifier(nn.Module):
     """Frozen features -> optional random ReLU projection -> a head solved in closed form.
 
     :param features: a network producing (batch, D) features (e.g. :func:`penultimate`).
@@ -101,7 +101,7 @@ class AnalyticClassifier(nn.Module):
         self.register_buffer("means", torch.zeros(0))
         self.ridge_lambda: Optional[float] = None
 
-    def train(self, mode: bool = True) -> "AnalyticClassifier":
+    def train(self, mode: bool = True) -> "TrainingFreeClassifier":
         """Set the wrapper's flag only: the feature network stays in eval mode."""
         self.training = mode
         self.features.eval()

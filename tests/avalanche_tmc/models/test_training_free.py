@@ -1,4 +1,4 @@
-"""The model part of the training-free heads (``avalanche_tmc.models.analytic``): frozen
+"""The model part of the training-free heads (``avalanche_tmc.models.training_free``): frozen
 features and a head solved in closed form, checked against the computation written out
 (on the tests' ``device``)."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from avalanche_tmc import AnalyticClassifier, LayerFeatures, head_statistics, penultimate
+from avalanche_tmc import LayerFeatures, TrainingFreeClassifier, head_statistics, penultimate
 from tests.helpers import TinyResNet
 
 
@@ -41,7 +41,7 @@ def test_layer_features_are_the_pooled_output_of_that_layer(device):
 
 @pytest.mark.parametrize("projection_dim", [None, 16])
 def test_the_ridge_head_is_the_closed_form_on_the_embedded_features(projection_dim, device):
-    head = AnalyticClassifier(penultimate(network()), 10, projection_dim=projection_dim, seed=3).to(device)
+    head = TrainingFreeClassifier(penultimate(network()), 10, projection_dim=projection_dim, seed=3).to(device)
     x, y = torch.randn(40, 1, 8, 8).to(device), (torch.arange(40) % 10).to(device)
     phi = head.embed(x)
     assert torch.equal(phi[:, -1].cpu(), torch.ones(40))  # the bias column
@@ -55,7 +55,7 @@ def test_the_ridge_head_is_the_closed_form_on_the_embedded_features(projection_d
 
 
 def test_the_ncm_head_scores_cosine_to_the_class_means_and_never_predicts_an_unseen_class(device):
-    head = AnalyticClassifier(penultimate(network()), 10, head="ncm").to(device)
+    head = TrainingFreeClassifier(penultimate(network()), 10, head="ncm").to(device)
     x, y = torch.randn(30, 1, 8, 8).to(device), (torch.arange(30) % 3).to(device)  # classes 0, 1, 2 only
     phi = head.embed(x)
     head.fit(head_statistics(phi, y, 10))
@@ -70,10 +70,10 @@ def test_a_head_solved_from_statistics_read_elsewhere_lands_on_the_modules_devic
     """Issue 23: statistics read from a file or received from another process are CPU
     tensors; the head solved from them lives where the module does (checked on the ``meta``
     device, where a CPU tensor beside it would be an error, so no GPU is needed)."""
-    embedder = AnalyticClassifier(penultimate(network()), 10, head=kind)
+    embedder = TrainingFreeClassifier(penultimate(network()), 10, head=kind)
     x, y = torch.randn(30, 1, 8, 8), torch.arange(30) % 10
     stats = head_statistics(embedder.embed(x), y, 10)
-    head = AnalyticClassifier(penultimate(network()), 10, head=kind).to("meta")
+    head = TrainingFreeClassifier(penultimate(network()), 10, head=kind).to("meta")
     head.fit(stats, ridge_lambda=0.5)
     solved = head.weight if kind == "ridge" else head.means
     shape = (9, 10) if kind == "ridge" else (10, 8)  # 8 features (the ridge head: and a bias), 10 classes
