@@ -43,9 +43,11 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
       that touch it (:func:`benchmarks.shrink.shrink_convolutions`): the same outputs, the
       dropped taps would get zero gradient anyway (8 depthwise convolutions of the main
       job's top; an SGD step a further ~1.6x faster);
-    * 1x1 convolutions run as matrix products over channels
+    * 1x1 convolutions run as matrix products over channels, and the depthwise ones left on
+      2x2 maps as products with their gathered kernels
       (:func:`benchmarks.shrink.convolutions_as_matmuls`, the same parameters): an SGD step
-      of the main job's top 45 -> 27 ms (one thread, idle machine).
+      of the main job's top 45 -> 27 ms for the 1x1 ones (one thread, idle machine), the
+      depthwise ones a further ~30% of the step's CPU time.
 
     :param data_root: folder holding the dataset (folder datasets).
     :param weights: local state-dict file with the backbone's ImageNet weights.
@@ -67,7 +69,7 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
         note += f", {len(shrunk)} convolutions cut to the kernel taps that reach their input"
     matmuls = convolutions_as_matmuls(top, example)
     if matmuls:
-        note += f", {len(matmuls)} 1x1 convolutions run as matrix products"
+        note += f", {len(matmuls)} convolutions on 2x2 or 1x1 maps run as products"
     options = ", ".join(f"{k}={v}" for k, v in run.data_options.items())
     print(f"[{run.dataset}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
           f"samples, {run.image_size}px, {run.backbone}: {note}; prepared in {time.time() - start:.0f}s", flush=True)

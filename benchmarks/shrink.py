@@ -23,15 +23,20 @@ cut to one tap above) as what they are, a matrix product over channels
 keep their names, shapes and values, so optimizers and component files see the same
 tensors; on 2x2 and 1x1 maps oneDNN's convolution costs about ten times its arithmetic,
 and an SGD step of the main job's top goes from 45 to 27 ms (one thread, idle machine).
+The depthwise convolutions left on 2x2 maps (3x3 after cutting, and a strided 2x2) run
+as products with their kernel gathered into an (output position, input position) matrix
+per channel (:class:`SmallMapDepthwise`): oneDNN's backward of each took ~8 ms, 40% of the
+main job's SGD step, for a few hundred thousand multiplications.
 """
 
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor, fx, nn
 
-__all__ = ["used_taps", "shrink_convolutions", "PointwiseConv", "ChannelScale", "convolutions_as_matmuls"]
+__all__ = ["used_taps", "shrink_convolutions", "PointwiseConv", "ChannelScale", "SmallMapDepthwise",
+           "convolutions_as_matmuls"]
 
 
 def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> Tuple[int, int]:
@@ -175,18 +180,76 @@ class ChannelScale(nn.Module):
         return out if self.bias is None else out + self.bias.view(1, -1, 1, 1)
 
 
+def _check_size(module: "SmallMapDepthwise", args: Tuple[Tensor, ...]) -> None:
+    if isinstance(args[0], fx.Proxy):  # being traced (the tangent fast path): no sizes yet
+        return
+    size = tuple(args[0].shape[2:])
+    if size != module.size:
+        raise ValueError(f"SmallMapDepthwise was built for {module.size[0]}x{module.size[1]} inputs, got "
+                         f"{'x'.join(map(str, size))}: it only holds for the feature size the network was prepared on.")
+
+
+class SmallMapDepthwise(nn.Module):
+    """A depthwise convolution (any kernel, stride, padding and dilation) on inputs of one
+    small spatial size, computed as a product with its kernel gathered into an
+    ``(output position, input position)`` matrix per channel: ``out[o] = sum_i x[i] *
+    w[tap(o, i)]``, where ``tap(o, i)`` is the kernel tap through which output ``o`` reads
+    input ``i`` (zero where none does). ``weight`` keeps the convolution's ``(channels, 1,
+    kh, kw)`` shape; inputs must have the spatial size given here."""
+
+    def __init__(self, conv: nn.Conv2d, size: Tuple[int, int]):
+        super().__init__()
+        self.weight = conv.weight
+        self.bias = conv.bias
+        self.size = tuple(int(n) for n in size)
+        (h, w), (kh, kw) = self.size, conv.kernel_size
+        (sh, sw), (ph, pw), (dh, dw) = conv.stride, conv.padding, conv.dilation
+        self.out_size = ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+        oh, ow = self.out_size
+        taps = torch.zeros(oh * ow, h * w, dtype=torch.long)
+        reaches = torch.zeros(oh * ow, h * w, 1, dtype=conv.weight.dtype, device=conv.weight.device)
+        for o in range(oh * ow):
+            for i in range(kh):
+                for j in range(kw):
+                    row, col = (o // ow) * sh + i * dh - ph, (o % ow) * sw + j * dw - pw
+                    if 0 <= row < h and 0 <= col < w:
+                        taps[o, row * w + col] = i * kw + j
+                        reaches[o, row * w + col] = 1
+        self.register_buffer("taps", taps.to(conv.weight.device), persistent=False)
+        self.register_buffer("reaches", reaches, persistent=False)
+
+        self.register_forward_pre_hook(_check_size)  # a check outside forward: not in a traced graph
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, c = x.shape[0], x.shape[1]
+        kernel = self.weight.flatten(1).t()[self.taps] * self.reaches  # (outputs, inputs, channels)
+        # positions x channels (a view of channels_last inputs), summed over input positions
+        out = (x.permute(0, 2, 3, 1).reshape(n, 1, self.size[0] * self.size[1], c) * kernel).sum(2)
+        out = out.view(n, self.out_size[0], self.out_size[1], c).permute(0, 3, 1, 2)
+        return out if self.bias is None else out + self.bias.view(1, -1, 1, 1)
+
+
 # Maps up to this many positions: where oneDNN's fixed cost per call dominates (measured on
 # the main job's 2x2 and 1x1 maps; larger maps keep the convolution).
 MATMUL_MAX_POSITIONS = 16
+# Depthwise convolutions as gathered products: measured on 2x2 inputs only (the product
+# grows with positions squared, the convolution linearly).
+DEPTHWISE_MAX_POSITIONS = 4
 
 
 def _as_matmul(conv: nn.Conv2d, x: Tensor) -> Optional[nn.Module]:
-    if type(conv) is not nn.Conv2d or conv.kernel_size != (1, 1) or conv.stride != (1, 1) or \
-            conv.padding != (0, 0) or conv.dilation != (1, 1) or x.shape[2] * x.shape[3] > MATMUL_MAX_POSITIONS:
+    if type(conv) is not nn.Conv2d or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+        return None
+    positions = x.shape[2] * x.shape[3]
+    depthwise = conv.groups == conv.in_channels == conv.out_channels
+    if conv.kernel_size != (1, 1) or conv.stride != (1, 1) or conv.padding != (0, 0) or conv.dilation != (1, 1):
+        return SmallMapDepthwise(conv, tuple(x.shape[2:])) if depthwise and positions <= DEPTHWISE_MAX_POSITIONS \
+            else None
+    if positions > MATMUL_MAX_POSITIONS:
         return None
     if conv.groups == 1:
         return PointwiseConv(conv)
-    if conv.groups == conv.in_channels == conv.out_channels:
+    if depthwise:
         return ChannelScale(conv)
     return None
 
@@ -194,7 +257,8 @@ def _as_matmul(conv: nn.Conv2d, x: Tensor) -> Optional[nn.Module]:
 def convolutions_as_matmuls(net: nn.Module, example: Tensor, atol: float = 1e-5) -> List[str]:
     """Replace, in place, every 1x1 convolution of ``net`` (stride 1, no padding; one group,
     or depthwise) on a map of at most :data:`MATMUL_MAX_POSITIONS` positions by
-    :class:`PointwiseConv` or :class:`ChannelScale`, which hold the same parameters;
-    returns the names replaced. Each is checked on ``example`` as in
-    :func:`shrink_convolutions`."""
+    :class:`PointwiseConv` or :class:`ChannelScale`, and every other depthwise convolution
+    on a map of at most :data:`DEPTHWISE_MAX_POSITIONS` positions by
+    :class:`SmallMapDepthwise`, which hold the same parameters; returns the names
+    replaced. Each is checked on ``example`` as in :func:`shrink_convolutions`."""
     return _replace_checked(net, example, atol, _as_matmul)

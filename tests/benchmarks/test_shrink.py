@@ -1,7 +1,8 @@
 """benchmarks/shrink.py: a convolution cut to the taps that reach its input computes the
 same outputs, and the original's dropped taps get exactly zero gradient (so every
 optimizer leaves them alone), checked against the uncut convolution; a 1x1 convolution run
-as a matrix product computes the same outputs and gradients, in float64, as the convolution."""
+as a matrix product, and a depthwise convolution on a small map as a product with its
+gathered kernel, compute the same outputs and gradients, in float64, as the convolution."""
 
 import copy
 
@@ -9,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.shrink import ChannelScale, PointwiseConv, convolutions_as_matmuls, shrink_convolutions, used_taps
+from benchmarks.shrink import (ChannelScale, PointwiseConv, SmallMapDepthwise, convolutions_as_matmuls,
+                               shrink_convolutions, used_taps)
 
 
 def test_used_taps_by_hand():
@@ -87,7 +89,7 @@ def test_1x1_convolutions_as_matrix_products_give_the_convolutions_outputs_and_g
     x = torch.randn(5, 6, 4, 4, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
     fast = copy.deepcopy(net)
     replaced = convolutions_as_matmuls(fast, x[:2])
-    # 3x3 and strided convolutions stay convolutions
+    # 3x3 and strided convolutions with groups stay convolutions
     assert replaced == ["0", "2", "3"]
     assert [type(m) for m in fast] == [PointwiseConv, nn.ReLU, ChannelScale, PointwiseConv, nn.Conv2d, nn.Conv2d]
     # the same parameters under the same names and shapes
@@ -120,3 +122,62 @@ def test_the_tangent_fast_path_needs_no_fallback_for_the_matrix_products():
             b.copy_(a)
     assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
     torch.testing.assert_close(fast(x), generic(x), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("size,kernel,stride,padding,dilation", [
+    ((2, 2), 3, 1, 1, 1),  # the main job's blocks.4 (5x5 cut to 3x3)
+    ((2, 2), 2, 2, 0, 1),  # the main job's strided blocks.5.0 (cut to 2x2): one output
+    ((2, 1), (3, 1), 1, (1, 0), 1),
+    ((1, 1), 3, 1, 1, 1),
+    ((2, 2), 3, 1, 2, 2),  # dilated: taps jump over the map
+    ((1, 3), (1, 3), (1, 2), (0, 1), 1),
+])
+def test_depthwise_on_small_maps_as_gathered_products_gives_the_convolutions_outputs_and_gradients(
+        size, kernel, stride, padding, dilation):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(6, 6, kernel, stride=stride, padding=padding, dilation=dilation, groups=6),
+                        nn.Flatten()).double()
+    x = torch.randn(5, 6, *size, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    fast = copy.deepcopy(net)
+    assert convolutions_as_matmuls(fast, x[:2]) == ["0"] and isinstance(fast[0], SmallMapDepthwise)
+    assert [(n, p.shape) for n, p in fast.named_parameters()] == [(n, p.shape) for n, p in net.named_parameters()]
+    torch.testing.assert_close(fast(x), net(x), rtol=1e-12, atol=1e-12)
+    weights = torch.randn_like(net(x))
+    (net(x) * weights).sum().backward()
+    (fast(x) * weights).sum().backward()
+    for (name, a), b in zip(net.named_parameters(), fast.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-12, atol=1e-12, msg=name)
+    # the gradient with respect to the input too (the layers below train through it)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (net(xa) * weights).sum().backward()
+    (fast(xb) * weights).sum().backward()
+    torch.testing.assert_close(xb.grad, xa.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_depthwise_products_refuse_another_input_size_and_larger_maps_keep_the_convolution():
+    conv = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+    fast = SmallMapDepthwise(conv, (2, 2))
+    with pytest.raises(ValueError, match="2x2"):
+        fast(torch.randn(1, 4, 3, 3))
+    # 3x3 maps (9 positions) keep the convolution; grouped but not depthwise ones too
+    assert convolutions_as_matmuls(nn.Sequential(conv), torch.randn(2, 4, 3, 3)) == []
+    assert convolutions_as_matmuls(nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=4)),
+                                   torch.randn(2, 4, 2, 2)) == []
+
+
+def test_the_tangent_fast_path_needs_no_fallback_for_the_depthwise_products():
+    from avalanche_tmc import TangentModel
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.BatchNorm2d(6), nn.ReLU(),
+                        nn.Conv2d(6, 6, 2, stride=2, groups=6, bias=False), nn.Flatten(), nn.Linear(6, 3)).double().eval()
+    x = torch.randn(5, 6, 2, 2, dtype=torch.float64)
+    assert convolutions_as_matmuls(net, x[:2]) == ["0", "3"]
+    reference = TangentModel(copy.deepcopy(net), implementation="generic")
+    fast = TangentModel(net, implementation="fast")
+    with torch.no_grad():
+        for a, b in zip(fast.delta_params, reference.delta_params):
+            a.copy_(torch.randn_like(a))
+            b.copy_(a)
+    assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
+    torch.testing.assert_close(fast(x), reference(x), rtol=1e-10, atol=1e-10)
