@@ -10,8 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.shrink import (ChannelScale, PointwiseConv, SmallMapDepthwise, convolutions_as_matmuls,
-                               shrink_convolutions, used_taps)
+from benchmarks.shrink import (
+    ChannelScale,
+    PointwiseConv,
+    SmallMapDepthwise,
+    convolutions_as_matmuls,
+    shrink_convolutions,
+    used_taps,
+)
 
 
 def test_used_taps_by_hand():
@@ -170,7 +176,8 @@ def test_the_tangent_fast_path_needs_no_fallback_for_the_depthwise_products():
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.BatchNorm2d(6), nn.ReLU(),
-                        nn.Conv2d(6, 6, 2, stride=2, groups=6, bias=False), nn.Flatten(), nn.Linear(6, 3)).double().eval()
+                        nn.Conv2d(6, 6, 2, stride=2, groups=6, bias=False), nn.Flatten(),
+                        nn.Linear(6, 3)).double().eval()
     x = torch.randn(5, 6, 2, 2, dtype=torch.float64)
     assert convolutions_as_matmuls(net, x[:2]) == ["0", "3"]
     reference = TangentModel(copy.deepcopy(net), implementation="generic")
