@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 import torch
 from avalanche.core import BaseSGDPlugin, SupervisedPlugin
 
+from ..divergence import all_finite
 from .divergence import trained_tensors
 
 __all__ = ["AutocastPlugin", "AUTOCAST_DTYPES"]
@@ -270,7 +271,7 @@ class AutocastPlugin(SupervisedPlugin, supports_distributed=True):
         optimizer = strategy.optimizer
         self.scaler.unscale_(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if params and not bool(torch.stack([torch.isfinite(p.grad).all() for p in params]).all()):
+        if params and not all_finite(p.grad for p in params):
             for p in params:  # optimizers skip parameters without a gradient: no step, no state change
                 p.grad = None
             self.steps_skipped += 1

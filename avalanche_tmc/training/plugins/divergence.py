@@ -22,7 +22,7 @@ from avalanche.core import SupervisedPlugin
 from torch import Tensor, nn
 
 from ...tangent import TangentModel
-from ..divergence import DivergenceError, non_finite
+from ..divergence import DivergenceError, all_finite, non_finite
 
 __all__ = ["DivergenceGuardPlugin", "LossIncreaseWarning", "LOSS_INCREASE_FACTOR", "trained_tensors"]
 
@@ -132,7 +132,7 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
     def check_trained_tensors(self, strategy: "SupervisedTemplate") -> None:
         """Stop when a trained tensor of the strategy's model holds NaN/inf."""
         symbol, named = trained_tensors(strategy.model)
-        if not named or bool(torch.stack([torch.isfinite(t).all() for _, t in named]).all()):
+        if all_finite(t for _, t in named):
             return  # one device synchronisation per step when all is well
         self.stop(strategy, f"{symbol} holds NaN/inf in {non_finite(named)[:5]}")
 

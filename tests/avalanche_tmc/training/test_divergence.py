@@ -156,3 +156,23 @@ def test_training_free_head_refuses_nan_features(device):
         strategy.train(bm.train_stream[0], shuffle=False)
     assert len(strategy.statistics) == 0
     assert strategy.model.weight.numel() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_all_finite_agrees_with_the_element_wise_check_even_when_the_sums_overflow(dtype):
+    from avalanche_tmc.training.divergence import all_finite
+
+    big = torch.finfo(dtype).max
+    cases = {
+        "small": [torch.randn(5, 3).to(dtype), torch.randn(7).to(dtype)],
+        "sum overflows, all finite": [torch.full((4,), big, dtype=dtype), torch.full((3,), big, dtype=dtype)],
+        "inf cancelling": [torch.tensor([float("inf")], dtype=dtype), torch.tensor([-float("inf")], dtype=dtype)],
+        "one nan": [torch.randn(6).to(dtype), torch.tensor([0.0, float("nan")], dtype=dtype)],
+        "one -inf": [torch.tensor([1.0, -float("inf")], dtype=dtype)],
+        "empty": [torch.zeros(0, dtype=dtype)],
+        "none": [],
+    }
+    for name, tensors in cases.items():
+        expected = all(bool(torch.isfinite(t).all()) for t in tensors)
+        assert all_finite(tensors) is expected, name
+    assert all_finite(iter([torch.ones(2, dtype=dtype), torch.ones(3, dtype=torch.float64)]))  # mixed, a generator
