@@ -27,7 +27,7 @@ re-estimating BatchNorm statistics in place is seen by the next call.
 This module imports torch only.
 """
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torch import Tensor, fx, nn
 from torch.func import functional_call
@@ -60,6 +60,8 @@ class TangentPlan:
         self.aliases = aliases  # second name of a shared (tied) parameter -> its first name
         self.fallback_ops = [self._describe(s) for s in steps if s.op in _CALLS and s.rule is None]
         self.released_after = release_schedule(steps, output)
+        # the steps each step reads: a call none of whose inputs carries a tangent runs plain
+        self.reads = [tuple(ref.index for ref in iter_refs((s.args, s.kwargs))) for s in steps]
 
     @staticmethod
     def _describe(step: Step) -> str:
@@ -75,7 +77,7 @@ class TangentPlan:
         primal: List[Any] = [None] * len(self.steps)
         tangent: List[Any] = [None] * len(self.steps)
         for i, step in enumerate(self.steps):
-            primal[i], tangent[i] = self._run_step(step, model, x, tangents, primal, tangent)
+            primal[i], tangent[i] = self._run_step(step, model, x, tangents, primal, tangent, self.reads[i])
             for j in self.released_after[i]:  # as fx.Interpreter: a value dies after its last use
                 primal[j] = tangent[j] = None
         out, d_out = subst(self.output, primal), subst_tangent(self.output, tangent)
@@ -87,7 +89,7 @@ class TangentPlan:
 
     # ------------------------------------------------------------------ one step
     def _run_step(self, step: Step, model: nn.Module, x: Tensor, tangents: Mapping[str, Tensor],
-                  primal: List[Any], tangent: List[Any]) -> Tuple[Any, Any]:
+                  primal: List[Any], tangent: List[Any], reads: Optional[Sequence[int]] = None) -> Tuple[Any, Any]:
         op = step.op
         if op == "input":
             return x, None
@@ -98,6 +100,9 @@ class TangentPlan:
             return value, tangents.get(step.target)
         args = subst(step.args, primal)
         kwargs = subst(step.kwargs, primal)
+        if op != "module" and reads is not None and not any(_carries_tangent(tangent[j]) for j in reads):
+            fn = getattr(args[0], step.target) if op == "method" else step.target
+            return Call(op, step.target, fn, args, kwargs, None, None, None, model, tangents).without_tangent(), None
         d_args = subst_tangent(step.args, tangent)
         d_kwargs = subst_tangent(step.kwargs, tangent)
         if op == "module":
@@ -124,6 +129,15 @@ class TangentPlan:
 
 
 _CALLS = ("module", "function", "method")
+
+
+def _carries_tangent(value: Any) -> bool:
+    """Whether a step's tangent value holds a tensor (a multi-output step's is nested)."""
+    if value is None:
+        return False
+    if isinstance(value, Tensor):
+        return True
+    return any(leaf is not None for leaf in tree_flatten(value)[0])
 
 
 def release_schedule(steps: List[Step], output: Any) -> List[List[int]]:
