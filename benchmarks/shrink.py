@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from avalanche_tmc.tangent import Call, RuleResult, register_rule
 
 __all__ = ["used_taps", "shrink_convolutions", "PointwiseConv", "ChannelScale", "SmallMapDepthwise",
-           "convolutions_as_matmuls"]
+           "convolutions_as_matmuls", "pointwise_tangent", "channel_scale_tangent", "small_map_depthwise_tangent"]
 
 
 def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> Tuple[int, int]:

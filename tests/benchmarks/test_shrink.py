@@ -14,8 +14,11 @@ from benchmarks.shrink import (
     ChannelScale,
     PointwiseConv,
     SmallMapDepthwise,
+    channel_scale_tangent,
     convolutions_as_matmuls,
+    pointwise_tangent,
     shrink_convolutions,
+    small_map_depthwise_tangent,
     used_taps,
 )
 
@@ -113,21 +116,40 @@ def test_convolutions_on_large_maps_stay_convolutions():
     assert convolutions_as_matmuls(net, torch.randn(2, 3, 4, 4)) == ["0"]
 
 
-def test_the_tangent_fast_path_needs_no_fallback_for_the_matrix_products():
+def _fast_path_matches_the_generic_one(net: nn.Module, x: torch.Tensor) -> None:
+    """The tangent fast path over ``net`` (its product modules replaced): no jvp fallback,
+    each product module one plan step of its own rule, and the same outputs and δ gradients
+    as the generic path (torch.func.jvp over the modules' own forwards)."""
     from avalanche_tmc import TangentModel
 
+    reference = TangentModel(copy.deepcopy(net), implementation="generic")
+    fast = TangentModel(net, implementation="fast")
+    with torch.no_grad():
+        for a, b in zip(fast.delta_params, reference.delta_params):
+            a.copy_(torch.randn_like(a))
+            b.copy_(a)
+    assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
+    rules = {PointwiseConv: pointwise_tangent, ChannelScale: channel_scale_tangent,
+             SmallMapDepthwise: small_map_depthwise_tangent}
+    products = {name: type(m) for name, m in net.named_modules() if type(m) in rules}
+    assert products
+    steps = {s.target: s for s in fast._plan.steps if s.op == "module"}
+    for name, kind in products.items():
+        assert steps[name].rule.evaluate is rules[kind], name
+    torch.testing.assert_close(fast(x), reference(x), rtol=1e-10, atol=1e-10)
+    fast(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for name, a, b in zip(fast.linearized_names, fast.delta_params, reference.delta_params):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_the_tangent_fast_path_runs_the_matrix_products_by_their_rules():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(6, 10, 1), nn.BatchNorm2d(10), nn.ReLU(), nn.Conv2d(10, 10, 1, groups=10),
                         nn.Flatten(), nn.Linear(40, 3)).double().eval()
     x = torch.randn(5, 6, 2, 2, dtype=torch.float64)
-    convolutions_as_matmuls(net, x[:2])
-    fast, generic = TangentModel(net, implementation="fast"), TangentModel(copy.deepcopy(net), implementation="generic")
-    with torch.no_grad():
-        for a, b in zip(fast.delta_params, generic.delta_params):
-            a.copy_(torch.randn_like(a))
-            b.copy_(a)
-    assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
-    torch.testing.assert_close(fast(x), generic(x), rtol=1e-10, atol=1e-10)
+    assert convolutions_as_matmuls(net, x[:2]) == ["0", "3"]
+    _fast_path_matches_the_generic_one(net, x)
 
 
 @pytest.mark.parametrize("size,kernel,stride,padding,dilation", [
@@ -171,20 +193,11 @@ def test_depthwise_products_refuse_another_input_size_and_larger_maps_keep_the_c
                                    torch.randn(2, 4, 2, 2)) == []
 
 
-def test_the_tangent_fast_path_needs_no_fallback_for_the_depthwise_products():
-    from avalanche_tmc import TangentModel
-
+def test_the_tangent_fast_path_runs_the_depthwise_products_by_their_rule():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(6, 6, 3, padding=1, groups=6), nn.BatchNorm2d(6), nn.ReLU(),
                         nn.Conv2d(6, 6, 2, stride=2, groups=6, bias=False), nn.Flatten(),
                         nn.Linear(6, 3)).double().eval()
     x = torch.randn(5, 6, 2, 2, dtype=torch.float64)
     assert convolutions_as_matmuls(net, x[:2]) == ["0", "3"]
-    reference = TangentModel(copy.deepcopy(net), implementation="generic")
-    fast = TangentModel(net, implementation="fast")
-    with torch.no_grad():
-        for a, b in zip(fast.delta_params, reference.delta_params):
-            a.copy_(torch.randn_like(a))
-            b.copy_(a)
-    assert fast.implementation == "fast" and fast._plan.fallback_ops == [], fast._plan.fallback_ops
-    torch.testing.assert_close(fast(x), reference(x), rtol=1e-10, atol=1e-10)
+    _fast_path_matches_the_generic_one(net, x)
