@@ -27,6 +27,11 @@ The depthwise convolutions left on 2x2 maps (3x3 after cutting, and a strided 2x
 as products with their kernel gathered into an (output position, input position) matrix
 per channel (:class:`SmallMapDepthwise`): oneDNN's backward of each took ~8 ms, 40% of the
 main job's SGD step, for a few hundred thousand multiplications.
+
+The three modules have tangent rules of their own (registered here with
+:func:`avalanche_tmc.tangent.register_rule`), so TangentModel's fast path runs each as one
+step rather than tracing its forward into a dozen shape and arithmetic steps (the main
+job's top: 524 plan steps -> 231, a tangent training step 69 -> 55 ms on one thread).
 """
 
 from typing import Callable, Dict, List, Optional, Tuple
