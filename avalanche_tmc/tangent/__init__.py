@@ -7,7 +7,9 @@
 * :mod:`.plan`: :func:`build_plan` and the :class:`TangentPlan` interpreter; :mod:`.steps`
   its data, :mod:`.passes` its graph passes (in-place check, convolution + BatchNorm fusion);
 * :mod:`.registry`: :func:`register_rule`, the decorator that registers a fast-path rule for
-  a module class, a function or a tensor method; :mod:`.rules` holds the built-in rules.
+  a module class, a function or a tensor method; :mod:`.rules` holds the built-in rules,
+  and :func:`add_tangents` / :func:`expand_to` are what a rule of your own sums its tangent
+  terms with (a term is None where its input or parameter has no tangent).
 * :mod:`.precision`: :func:`matched_tangent_dtypes`, which keeps each tangent in its primal's
   dtype under ``torch.autocast`` (for ``torch.func.jvp`` evaluations: the generic path, the
   fast path's fallbacks, a rule of your own that calls ``jvp``).
@@ -15,6 +17,7 @@
 This package imports torch only; it knows nothing of Avalanche.
 """
 
+from ._ops import add_tangents, expand_to
 from .heads import find_head, replace_head
 from .model import IMPLEMENTATIONS, Delta, LinearizeSpec, TangentModel
 from .plan import TangentPlan, build_plan
@@ -34,5 +37,5 @@ from .trace import TracingError
 __all__ = [
     "TangentModel", "Delta", "LinearizeSpec", "IMPLEMENTATIONS", "find_head", "replace_head", "TracingError",
     "TangentPlan", "build_plan", "register_rule", "unregister_rule", "registered_rules", "Call", "Rule",
-    "RuleResult", "RegisteredRule", "NotApplicable", "matched_tangent_dtypes",
+    "RuleResult", "RegisteredRule", "NotApplicable", "matched_tangent_dtypes", "add_tangents", "expand_to",
 ]
