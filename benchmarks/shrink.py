@@ -239,11 +239,6 @@ class SmallMapDepthwise(nn.Module):
 # one step with output and tangent (``dy = W·dx + δW·x + δb``, the module being linear in
 # its input and in its weights), instead of its forward traced into a dozen shape and
 # arithmetic steps.
-def _total(terms: List[Optional[Tensor]], like: Tensor) -> Optional[Tensor]:
-    """The sum of the terms that are there (None if none is), broadcast to ``like``."""
-    return expand_to(add_tangents(*terms), like)
-
-
 def _rows(x: Tensor) -> Tensor:
     return x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
 
@@ -255,8 +250,9 @@ def pointwise_tangent(call: Call) -> RuleResult:
     x, dx = call.first_input()
     rows, weight = _rows(x), module.weight.flatten(1)
     y = F.linear(rows, weight, module.bias)
-    dy = _total([None if dx is None else F.linear(_rows(dx), weight),
-                 None if d.get("weight") is None else F.linear(rows, d["weight"].flatten(1)), d.get("bias")], y)
+    dy = expand_to(add_tangents(None if dx is None else F.linear(_rows(dx), weight),
+                                None if d.get("weight") is None else F.linear(rows, d["weight"].flatten(1)),
+                                d.get("bias")), y)
     n, _, h, w = x.shape
     return (y.view(n, h, w, -1).permute(0, 3, 1, 2),
             None if dy is None else dy.reshape(n, h, w, -1).permute(0, 3, 1, 2))
@@ -268,9 +264,9 @@ def channel_scale_tangent(call: Call) -> RuleResult:
     module, d = call.fn, call.param_tangents()
     x, dx = call.first_input()
     y = module(x)
-    dy = _total([None if dx is None else dx * module.weight.view(1, -1, 1, 1),
-                 None if d.get("weight") is None else x * d["weight"].view(1, -1, 1, 1),
-                 None if d.get("bias") is None else d["bias"].view(1, -1, 1, 1)], y)
+    dy = expand_to(add_tangents(None if dx is None else dx * module.weight.view(1, -1, 1, 1),
+                                None if d.get("weight") is None else x * d["weight"].view(1, -1, 1, 1),
+                                None if d.get("bias") is None else d["bias"].view(1, -1, 1, 1)), y)
     return y, dy
 
 
@@ -281,9 +277,9 @@ def small_map_depthwise_tangent(call: Call) -> RuleResult:
     module, d = call.fn, call.param_tangents()
     x, dx = call.first_input()
     y = module(x)
-    dy = _total([None if dx is None else module.apply_kernel(dx, module.weight, None),
-                 None if d.get("weight") is None else module.apply_kernel(x, d["weight"], None),
-                 None if d.get("bias") is None else d["bias"].view(1, -1, 1, 1)], y)
+    dy = expand_to(add_tangents(None if dx is None else module.apply_kernel(dx, module.weight, None),
+                                None if d.get("weight") is None else module.apply_kernel(x, d["weight"], None),
+                                None if d.get("bias") is None else d["bias"].view(1, -1, 1, 1)), y)
     return y, dy
 
 

@@ -27,7 +27,7 @@ re-estimating BatchNorm statistics in place is seen by the next call.
 This module imports torch only.
 """
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from torch import Tensor, fx, nn
 from torch.func import functional_call
@@ -89,7 +89,7 @@ class TangentPlan:
 
     # ------------------------------------------------------------------ one step
     def _run_step(self, step: Step, model: nn.Module, x: Tensor, tangents: Mapping[str, Tensor],
-                  primal: List[Any], tangent: List[Any], reads: Optional[Sequence[int]] = None) -> Tuple[Any, Any]:
+                  primal: List[Any], tangent: List[Any], reads: Sequence[int]) -> Tuple[Any, Any]:
         op = step.op
         if op == "input":
             return x, None
@@ -100,11 +100,6 @@ class TangentPlan:
             return value, tangents.get(step.target)
         args = subst(step.args, primal)
         kwargs = subst(step.kwargs, primal)
-        if op != "module" and reads is not None and not any(_carries_tangent(tangent[j]) for j in reads):
-            fn = getattr(args[0], step.target) if op == "method" else step.target
-            return Call(op, step.target, fn, args, kwargs, None, None, None, model, tangents).without_tangent(), None
-        d_args = subst_tangent(step.args, tangent)
-        d_kwargs = subst_tangent(step.kwargs, tangent)
         if op == "module":
             if step.rule is CONV_BATCHNORM:  # fused: its module is looked up by the rule
                 fn: Any = None
@@ -112,6 +107,10 @@ class TangentPlan:
                 fn = resolve_attr(model, step.target) if step.target else model
         else:
             fn = getattr(args[0], step.target) if op == "method" else step.target
+            if not any(_carries_tangent(tangent[j]) for j in reads):  # no tangent in: a plain call
+                return Call(op, step.target, fn, args, kwargs, (), {}, None, model, tangents).without_tangent(), None
+        d_args = subst_tangent(step.args, tangent)
+        d_kwargs = subst_tangent(step.kwargs, tangent)
         call = Call(op, step.target, fn, args, kwargs, d_args, d_kwargs, step.conf, model, tangents, step.params)
         if op == "module":
             if step.rule is not None:

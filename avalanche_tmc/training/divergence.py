@@ -28,7 +28,6 @@ def non_finite(named: Iterable[Tuple[str, Tensor]]) -> List[str]:
     return [name for name, tensor in named if not bool(torch.isfinite(tensor).all())]
 
 
-
 def all_finite(tensors: Iterable[Tensor]) -> bool:
     """Whether every element of ``tensors`` is finite, read with one device synchronisation.
 
