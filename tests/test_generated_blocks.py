@@ -45,7 +45,8 @@ def test_the_results_are_shown_where_the_readers_look():
     shown = {(relative(path), marker) for path, _, marker, _, _ in BLOCKS}
     assert ("README.md", "docs/results/offline/results.csv") in shown
     assert ("docs/results.md", "results/machines/spread.csv") in shown  # the cross-machine spread
-    for results_file in ("offline/results.csv", "offline-tuning/tuning.csv", "variance/variance.csv"):
+    for results_file in ("offline/results.csv", "offline-tuning/tuning.csv", "variance/variance.csv",
+                         "offline-blocks4/results.csv"):
         assert ("docs/results.md", f"results/{results_file}") in shown, results_file
 
 

@@ -6,24 +6,40 @@ from pathlib import Path
 import pytest
 
 from benchmarks.config import RunConfig
-from benchmarks.presets import MAIN_DECAY, MAIN_SEEDS, MAIN_TUNED, PRESETS
+from benchmarks.presets import (
+    DEEP_BATCH,
+    DEEP_REGIME,
+    DEEP_TUNED,
+    MAIN_BATCH,
+    MAIN_DECAY,
+    MAIN_REGIME,
+    MAIN_SEEDS,
+    MAIN_TUNED,
+    PRESETS,
+)
 from benchmarks.tuning import TuningGrid
 
 ROOT = Path(__file__).resolve().parents[2]
-TUNING = ROOT / "docs" / "results" / "offline-tuning" / "tuning.csv"
+RESULTS = ROOT / "docs" / "results"
+# tuning preset -> (the tuned values it chose, the regime its trials ran)
+TUNINGS = {"offline-tuning": (MAIN_TUNED, f"from {MAIN_REGIME}"),
+           "offline-blocks4-tuning": (DEEP_TUNED, f"from {DEEP_REGIME}")}
 
 
-def test_main_tuned_values_are_the_committed_tuning_choices():
-    with TUNING.open(newline="", encoding="utf-8") as f:
+@pytest.mark.parametrize("tuning", TUNINGS)
+def test_tuned_values_are_the_committed_tuning_choices(tuning):
+    tuned, regime = TUNINGS[tuning]
+    with (RESULTS / tuning / "tuning.csv").open(newline="", encoding="utf-8") as f:
         trials = list(csv.DictReader(f))
     chosen = {}
     for t in trials:
         if t["chosen"] == "yes":
             chosen.setdefault(t["scenario"], {})[t["family"]] = (float(t["lr"]), int(t["epochs"]))
-    assert chosen == {scenario: dict(units) for scenario, units in MAIN_TUNED.items()}
+    assert {t["regime"] for t in trials} == {regime}
+    assert chosen == {scenario: dict(units) for scenario, units in tuned.items()}
     # every trial of the default grid was run, for every unit of each scenario
     grid = TuningGrid()
-    for scenario, units in MAIN_TUNED.items():
+    for scenario, units in tuned.items():
         for unit in units:
             ran = {(float(t["lr"]), int(t["epochs"])) for t in trials
                    if t["scenario"] == scenario and t["family"] == unit}
@@ -31,8 +47,17 @@ def test_main_tuned_values_are_the_committed_tuning_choices():
     assert MAIN_DECAY == grid.decay_at
 
 
-@pytest.mark.parametrize("preset", ["offline", "offline-full"])
-def test_main_presets_train_with_the_tuned_values_over_several_seeds(preset):
+@pytest.mark.parametrize("preset, tuning, regime, batch", [
+    ("offline", "offline-tuning", MAIN_REGIME, MAIN_BATCH), ("offline-full", "offline-tuning", MAIN_REGIME, MAIN_BATCH),
+    ("offline-blocks4", "offline-blocks4-tuning", DEEP_REGIME, DEEP_BATCH)])
+def test_main_presets_train_with_the_tuned_values_over_several_seeds(preset, tuning, regime, batch):
+    tuned = TUNINGS[tuning][0]
     for run in map(RunConfig.from_dict, PRESETS[preset]):
-        assert run.tuned == MAIN_TUNED[run.scenario] and run.decay_at == MAIN_DECAY
+        assert run.tuned == tuned[run.scenario] and run.decay_at == MAIN_DECAY
+        assert run.tuned_by == f"--preset {tuning}"
+        assert (run.freeze_until, run.batch_size) == (regime, batch)
         assert run.seeds == MAIN_SEEDS and len(run.seeds) >= 3
+    # the tuning ran the very settings it tuned, on one seed
+    for run, trial in zip(map(RunConfig.from_dict, PRESETS[preset]), map(RunConfig.from_dict, PRESETS[tuning])):
+        assert (trial.dataset, trial.scenario, trial.freeze_until, trial.batch_size, trial.data_options) == (
+            run.dataset, run.scenario, run.freeze_until, run.batch_size, run.data_options)
