@@ -43,10 +43,10 @@ OFFLINE = dict(
     batch_size=32, lr_tangent=1e-2, lr=0.01,
 )
 
-# The main job: the regime of the freeze-point study (below) closest to the paper's (which
-# trains the whole network) that fits the time budget (`make demo` in 30 min on an idle
-# 2-core machine): blocks 5-6, conv_head and the head are trained (2.6 M of the 3.4 M
-# parameters after the stem), at batch 64; the study's data (60 per class / per emoji
+# The main job: the regime closest to the paper's (which trains the whole network) that
+# fits the time budget (`make demo` in 30 min on an idle 2-core machine; the freeze-point
+# study below sweeps the others): blocks 5-6, conv_head and the head are trained (2.6 M
+# parameters), at batch 64; the study's data (60 per class / per emoji
 # category) and, per tuning unit (benchmarks.methods.tuning_unit), the learning rate and
 # epochs chosen for this regime on a validation split of the training data by
 # ``--preset offline-tuning`` (its tuning.csv is committed under
@@ -62,7 +62,7 @@ MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
              "der": (1e-2, 20)},
 }
 # The deeper run, the main job until it outgrew the time budget (48 min here): blocks 4-6
-# trained (3.2 M parameters) at the authors' batch 32, tuned the same way by
+# trained (3.0 M parameters) at the authors' batch 32, tuned the same way by
 # ``--preset offline-blocks4-tuning`` (docs/results/offline-blocks4-tuning/), its 5-seed
 # results committed under docs/results/offline-blocks4/ (``--preset offline-blocks4``).
 DEEP_REGIME = "blocks.4"

