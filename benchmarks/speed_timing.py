@@ -83,6 +83,7 @@ NETWORKS: Dict[str, NetworkSpec] = {
         # at their real resolutions (ImageNet-style inputs)
         NetworkSpec("resnet18@112", 112, 16, _torchvision("resnet18")),
         NetworkSpec("resnet18@32", 32, 32, _torchvision("resnet18")),
+        NetworkSpec("resnet50@224", 224, 32, _torchvision("resnet50")),  # the paper's network, input and batch
         NetworkSpec("mobilenet_v2@112", 112, 16, _torchvision("mobilenet_v2")),
         NetworkSpec("mobilenet_v2@224", 224, 8, _torchvision("mobilenet_v2")),
         NetworkSpec("efficientnet_lite0@112", 112, 16, _timm("tf_efficientnet_lite0")),
