@@ -12,7 +12,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from benchmarks.methods import TrainConfig
 
-__all__ = ["RECIPE_CHOICES", "RunConfig", "Options", "train_config", "progress_key", "loader_options"]
+__all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
+           "progress_key", "loader_options"]
 
 # The values each recipe setting of :class:`RunConfig` takes (the first is the default).
 RECIPE_CHOICES: Dict[str, Tuple[str, ...]] = {
@@ -23,6 +24,9 @@ RECIPE_CHOICES: Dict[str, Tuple[str, ...]] = {
     "shards": ("permutation", "authors"),
     "imagenet_weights": ("DEFAULT", "IMAGENET1K_V1"),
 }
+
+DEFAULT_PROJECTION_DIM = TrainConfig.projection_dim
+MAX_PROJECTION_DIM = 16384  # 2 GiB of float64 statistics
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class RunConfig:
     class_order: str = "seeded"  # "seeded" (by the data seed) or "label" (the authors')
     shards: str = "permutation"  # data-IL: "permutation" (by the data seed) or "authors"
     imagenet_weights: str = "DEFAULT"  # torchvision weights of the backbone: DEFAULT or IMAGENET1K_V1
+    # RanPAC-style heads (ranpac, ranpac-layer, adapt, ...): random ReLU features M; their
+    # statistics are M×M (8·M² bytes in float64), so it is bounded by MAX_PROJECTION_DIM
+    projection_dim: int = DEFAULT_PROJECTION_DIM
     # class-IL runs: every method also evaluated task-incrementally (the same training under
     # the task mask, benchmarks/task_il.py): the task-IL rows without a second training
     task_il: bool = False
@@ -87,6 +94,9 @@ class RunConfig:
         if self.task_il and self.scenario != "class":
             raise ValueError(f"task_il evaluates a class-IL run's training under the task mask; this run is "
                              f"{self.scenario}-incremental (use --scenario class, or drop --task-il).")
+        if not 1 <= self.projection_dim <= MAX_PROJECTION_DIM:
+            raise ValueError(f"projection_dim must be in [1, {MAX_PROJECTION_DIM}] (its statistics take "
+                             f"8·M² bytes), got {self.projection_dim!r}.")
         if self.tme_beta is not None and not 0 < self.tme_beta <= 1000:
             raise ValueError(f"tme_beta must be in (0, 1000], got {self.tme_beta!r}.")
 
@@ -150,7 +160,7 @@ def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: in
                        decay_at=run.decay_at, device=options.device, seed=seed, tangent_epochs=run.tangent_epochs,
                        tuned=dict(run.tuned), bn_batches=bn_batches, linearize_from=run.linearize_from,
                        decay=run.decay, decay_kind=run.decay_kind, tme_beta=run.tme_beta, schedule=run.schedule,
-                       amp=options.amp)
+                       amp=options.amp, projection_dim=run.projection_dim)
 
 
 def loader_options(options: Options) -> Dict[str, Any]:
@@ -165,6 +175,8 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     """Everything that decides a (run, seed)'s results, for the names of its progress files
     (a re-run with other settings never picks up a stale result)."""
     key = {k: v for k, v in dataclasses.asdict(run).items() if k != "seeds"}
+    if key["projection_dim"] == DEFAULT_PROJECTION_DIM:
+        del key["projection_dim"]  # so the folders and progress files of earlier versions still match
     key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
                bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic,
                amp=options.amp)

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from avalanche_tmc.loggers import LOGGERS, check_loggers
-from benchmarks.config import RECIPE_CHOICES, Options, RunConfig
+from benchmarks.config import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, Options, RunConfig
 from benchmarks.jobs import default_jobs, threads_per_job
 from benchmarks.loading import default_workers
 from benchmarks.methods import method_names
@@ -22,7 +22,8 @@ __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
-            "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il")
+            "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il",
+            "projection_dim")
 
 
 def _int_at_least(minimum: int):
@@ -80,6 +81,14 @@ def _decay(text: str) -> float:
     return value
 
 
+def _projection_dim(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_PROJECTION_DIM:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PROJECTION_DIM} (the statistics take 8·M² bytes), "
+                                         f"got {value}")
+    return value
+
+
 def _seeds(text: str) -> Tuple[int, ...]:
     """``--seeds 3`` (seeds 0, 1, 2) or ``--seeds 0,4,7`` (those seeds)."""
     try:
@@ -129,6 +138,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="SGD lr of the non-linear methods")
     p.add_argument("--beta", type=_bounded_float(1000.0, "25 class/task-IL, 5 data-IL"),
                    help="RSL beta (25 class/task-IL, 5 data-IL)")
+    p.add_argument("--projection-dim", type=_projection_dim, metavar="M",
+                   help=f"random ReLU features of the RanPAC-style heads (default {DEFAULT_PROJECTION_DIM}; at most "
+                        f"{MAX_PROJECTION_DIM}: their statistics take 8·M² bytes)")
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
                         "(minibatch order, new-head initialisation, random projections); default: the preset's")

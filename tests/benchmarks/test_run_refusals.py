@@ -17,6 +17,8 @@ import pytest
     (["--lr-tangent", "-0.001"], "--lr-tangent: must be in"),
     (["--lr", "inf"], r"--lr: must be in \(0, 10\]"),
     (["--milestones", "15,10"], "milestones must be increasing"),
+    (["--projection-dim", "0"], "--projection-dim: must be at least 1"),
+    (["--projection-dim", "16385"], "--projection-dim: must be at most 16384"),
 ])
 def test_runner_refuses_bad_arguments(argv, message, capsys):
     from benchmarks import run
@@ -73,3 +75,17 @@ def test_runner_checks_the_output_folder_before_training(tmp_path):
                 run.main(["--dataset", "digits", "--out", str(locked / "out")])
     finally:
         os.chmod(locked, 0o700)
+
+
+def test_projection_dim_reaches_the_heads_and_keeps_earlier_folders_settings():
+    """``--projection-dim`` is the M of every RanPAC-style head's training config; the default
+    M is left out of the settings, so a folder written before the option existed still matches."""
+    from benchmarks import run
+    from benchmarks.config import DEFAULT_PROJECTION_DIM, Options, progress_key, train_config
+
+    (small,) = run.resolve_runs(run.parse_args(["--dataset", "digits", "--projection-dim", "64"]))
+    (default,) = run.resolve_runs(run.parse_args(["--dataset", "digits"]))
+    assert train_config(small, Options(), num_classes=10, seed=0).projection_dim == 64
+    assert train_config(default, Options(), num_classes=10, seed=0).projection_dim == DEFAULT_PROJECTION_DIM == 2000
+    assert progress_key(small, Options(), 0)["projection_dim"] == 64
+    assert "projection_dim" not in progress_key(default, Options(), 0)

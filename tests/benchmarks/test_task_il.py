@@ -15,7 +15,7 @@ from benchmarks.scenarios import TASK_TEST_STREAM, make_scenario, task_test_stre
 from benchmarks.task_il import stream_task_classes, task_masked  # noqa: E402
 
 TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
-        "--tasks", "3", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--seeds", "0,1"]
+        "--tasks", "3", "--epochs", "1", "--batch-size", "8", "--projection-dim", "64", "--jobs", "1", "--seeds", "0,1"]
 # every row of the main job (TMC-Seq is data-IL only)
 MAIN = [m for m in PRESETS["offline"][0]["methods"].split(",")]
 
