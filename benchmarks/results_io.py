@@ -22,7 +22,7 @@ from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_names, method_row
 
 __all__ = [
-    "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key",
+    "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "KINDS", "VARIANCE_COLUMNS", "write_rows_csv",
     "csv_kind",
@@ -93,6 +93,13 @@ def run_key(row: Row) -> RunKey:
     """The run (table column / plot panel) a row belongs to."""
     return (str(row["dataset"]), str(row["scenario"]), int(row["tasks"]),  # type: ignore[arg-type]
             str(row.get("regime", "") or ""))
+
+
+def row_key(row: Row) -> Tuple[str, ...]:
+    """What makes a result row one of a kind: its run, backbone, seed, method, model,
+    experience and evaluation stream (two rows of one key in a file are a duplicate)."""
+    return tuple(str(row.get(c, "") if row.get(c) is not None else "") for c in (
+        "dataset", "scenario", "tasks", "regime", "backbone", "seed", "method", "model", "after_task", "eval_exp"))
 
 
 def list_runs(rows: Iterable[Row]) -> List[RunKey]:

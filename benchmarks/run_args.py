@@ -200,9 +200,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     feed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="a line per epoch with images/s and an ETA (default: on when images are decoded per batch)")
     p.add_argument("--restart", action="store_true",
-                   help="start --out afresh: retrain method groups an earlier, interrupted run finished and replace "
-                        "the folder's results (default: resume; a run whose settings differ from the folder's is "
-                        "refused without it)")
+                   help="start --out afresh: retrain the runs and method groups an earlier run finished and replace "
+                        "the folder's results (default: resume, keeping finished runs and merging results.csv; a run "
+                        "whose settings differ from the folder's is refused without it)")
     args = p.parse_args(argv)
     if args.seed is not None and args.seeds is not None:
         p.error("give --seeds or --seed, not both")
