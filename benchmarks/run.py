@@ -255,9 +255,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         if trials:
             report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
         folder.complete()
-        # The run is complete: its results are in results.csv. Progress files only serve to
-        # resume an interrupted run; kept, they would hand a later re-run (after a code
-        # change, say) stale results for the same settings.
+        # The run is complete: its results are in results.csv and its runs in runs/ (a re-run
+        # keeps them; --restart retrains). Progress files only serve to resume an interrupted run.
         shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
     print("\n" + report.markdown_table(rows))
     print(f"\nTotal time {time.time() - start:.0f}s, {options.jobs} job(s) x {options.threads} thread(s) "
