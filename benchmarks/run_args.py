@@ -18,15 +18,34 @@ from benchmarks.presets import PRESETS
 from benchmarks.refusals import Refusal
 from benchmarks.scenarios import SCENARIOS
 
-__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs"]
+__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "MAX_SEEDS", "MAX_SEED", "MAX_TASKS", "MAX_EPOCHS",
+           "MAX_BATCH_SIZE", "MAX_IMAGE_SIZE", "MAX_PROCESSES", "MAX_THREADS"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
             "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il")
 
 
-def _int_at_least(minimum: int):
-    """An argparse type for an integer >= ``minimum`` (0 or 1)."""
+MAX_SEEDS = 1000
+"""The most seeds of ``--seeds`` (a count, or the length of a list)."""
+MAX_SEED = 2**31 - 1
+"""The largest seed value (``--seed``, ``--seeds``, ``--data-seed``)."""
+MAX_TASKS = 1000
+"""The most experiences of ``--tasks`` (the library seeds experience ids 0..999 of a run seed)."""
+MAX_EPOCHS = 10_000
+"""The most ``--epochs`` (and the latest of ``--milestones``)."""
+MAX_BATCH_SIZE = 65_536
+"""The largest ``--batch-size``."""
+MAX_IMAGE_SIZE = 4096
+"""The largest ``--image-size`` (pixels a side)."""
+MAX_PROCESSES = 256
+"""The most ``--jobs``, ``--parallel`` processes and ``--workers``."""
+MAX_THREADS = 1024
+"""The most ``--threads`` per process (also bounded by the cores with ``--jobs``)."""
+
+
+def _int_at_least(minimum: int, maximum: int):
+    """An argparse type for an integer from ``minimum`` (0 or 1) to ``maximum``."""
     kind = "a positive" if minimum == 1 else "a non-negative"
 
     def parse(text: str) -> int:
@@ -36,13 +55,14 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     return parse
 
 
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_seed_value = _int_at_least(0, MAX_SEED)
 
 
 def _bounded_float(high: float, hint: str):
@@ -67,6 +87,8 @@ def _milestones(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected comma-separated epochs, e.g. 10,15; got {text!r}") from None
     if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
         raise argparse.ArgumentTypeError(f"milestones must be increasing positive epochs, got {text!r}")
+    if epochs and epochs[-1] > MAX_EPOCHS:
+        raise argparse.ArgumentTypeError(f"milestones must be at most {MAX_EPOCHS} (the most epochs), got {text!r}")
     return text
 
 
@@ -90,9 +112,14 @@ def _seeds(text: str) -> Tuple[int, ...]:
     if "," not in text:
         if len(values) != 1 or values[0] < 1:
             raise argparse.ArgumentTypeError(f"a seed count must be at least 1, got {text!r}")
+        if values[0] > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"a seed count must be at most {MAX_SEEDS}, got {text!r}")
         return tuple(range(values[0]))
     if not values or len(set(values)) != len(values) or min(values) < 0:
         raise argparse.ArgumentTypeError(f"seeds must be distinct non-negative integers, got {text!r}")
+    if len(values) > MAX_SEEDS or max(values) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}, got {len(values)} "
+                                         f"up to {max(values)}")
     return tuple(values)
 
 
@@ -111,18 +138,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="dataset loader option, e.g. train_per_class=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--tasks", type=_positive_int)
+    p.add_argument("--tasks", type=_int_at_least(1, MAX_TASKS), help=f"experiences (at most {MAX_TASKS})")
     p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
                    help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
                         "the same training, the task-IL column without training again (default: the preset's)")
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
-    p.add_argument("--image-size", type=_positive_int)
+    p.add_argument("--image-size", type=_int_at_least(1, MAX_IMAGE_SIZE),
+                   help=f"pixels a side (at most {MAX_IMAGE_SIZE})")
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
-    p.add_argument("--epochs", type=_positive_int)
+    p.add_argument("--epochs", type=_int_at_least(1, MAX_EPOCHS), help=f"epochs per experience (at most {MAX_EPOCHS})")
     p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
-    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--batch-size", type=_int_at_least(1, MAX_BATCH_SIZE), help=f"at most {MAX_BATCH_SIZE}")
     p.add_argument("--lr-tangent", type=_bounded_float(1.0, "Adam; the paper uses 1e-4 to 1e-2"),
                    help="Adam lr of the tangent methods")
     p.add_argument("--lr", type=_bounded_float(10.0, "SGD; typically 1e-3 to 1e-1"),
@@ -132,14 +160,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
                         "(minibatch order, new-head initialisation, random projections); default: the preset's")
-    p.add_argument("--seed", type=_non_negative_int, default=None, help="a single seed (same as --seeds SEED,)")
-    p.add_argument("--data-seed", type=_non_negative_int, default=0,
+    p.add_argument("--seed", type=_seed_value, default=None, help="a single seed (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=_seed_value, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--jobs", type=_positive_int, default=None,
+    p.add_argument("--jobs", type=_int_at_least(1, MAX_PROCESSES), default=None,
                    help="train this many (seed, method group) pairs at once, each in its own single-thread "
                         "process (default: one per CPU core on CPU, 1 on an accelerator)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=_int_at_least(1, MAX_THREADS), default=None,
                    help="threads per process (default: the cores shared among the jobs)")
     p.add_argument("--deterministic", action="store_true",
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
@@ -156,7 +184,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--tune", action="store_const", const={}, default=None,
                    help="choose learning rate and epochs per tuning unit on a validation split of the training "
                         "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
-    p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--parallel", type=_int_at_least(1, MAX_PROCESSES), default=1, metavar="N",
                    help="train the experiences of TMC/TME, TMC-FC and the training-free heads in N processes "
                         "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
                         "however it is trained, so the numbers are the sequential run's (up to float rounding "
@@ -189,7 +217,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="torchvision backbones: which ImageNet weights, from torch's cache (never downloaded); "
                              "the authors used IMAGENET1K_V1")
     feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
-    feed.add_argument("--workers", type=_non_negative_int, default=None,
+    feed.add_argument("--workers", type=_int_at_least(0, MAX_PROCESSES), default=None,
                       help="DataLoader worker processes decoding images (default: one per core but one, up to 8, "
                            "when the images are decoded per batch; 0 for cached features)")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,

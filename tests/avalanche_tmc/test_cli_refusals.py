@@ -71,6 +71,30 @@ def test_bad_values_are_usage_errors_naming_what_is_allowed(tmp_path, capsys, fl
     assert allowed in err and flag in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--epochs", "10001", "<= 10000"), ("--batch-size", "65537", "<= 65536"),
+    ("--eval-batch-size", "100000000", "<= 65536"), ("--projection-dim", "100001", "<= 100000"),
+    ("--seed", "2147483648", "<= 2147483647"), ("--seed", "-1", ">= 0"), ("--seed", "1" + "0" * 40, "<= 2147483647"),
+    ("--timeout", "1e300", "a week"), ("--experience", "1000", "at most 999"),
+])
+def test_counts_beyond_their_documented_bound_are_usage_errors(tmp_path, capsys, flag, value, allowed):
+    """Issue 42, class 4: every count-like option has an upper bound (docs/reliability.md), refused
+    with exit 2 before anything is built."""
+    with pytest.raises(SystemExit) as exit_info:
+        _train(flag, value, out=tmp_path)
+    assert exit_info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert allowed in err and flag in err and "Traceback" not in err
+
+
+def test_the_bounds_of_the_command_line_are_the_librarys():
+    from avalanche_tmc.cli import argtypes
+    from avalanche_tmc.training.seeding import EXPERIENCES_PER_SEED
+
+    assert argtypes.MAX_EXPERIENCE_ID == EXPERIENCES_PER_SEED - 1
+    assert argtypes.EPOCHS("10000") == 10000 and argtypes.SEED("2147483647") == 2**31 - 1
+
+
 def test_repeated_experiences_and_missing_devices_are_usage_errors(tmp_path, capsys):
     assert main(["train-component", "--experience", "1", "1", "--out", str(tmp_path), *NEVER]) == EXIT_USAGE
     assert "more than once" in capsys.readouterr().err
