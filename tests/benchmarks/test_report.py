@@ -443,6 +443,41 @@ def test_markers_quoted_in_a_fenced_code_example_are_not_a_block(tmp_path):
     assert only_example.read_bytes() == before
 
 
+@pytest.mark.parametrize("fence, inner", [
+    ("```", "    ```"),  # indented 4 spaces: content, not the closing fence
+    ("```", "\t```"),  # a tab is 4 columns of indentation
+    ("```", "``` not the end"),  # text after it
+    ("````", "```"),  # shorter than the opening fence
+    ("```", "~~~"),  # the other character
+    ("~~~", "    ~~~"),
+    ("~~~~", "~~~ x"),
+    ("~~~", "```"),
+])
+def test_a_fence_marker_quoted_inside_a_code_block_does_not_end_it(tmp_path, fence, inner):
+    """Issue 42, class 6: CommonMark's closing fence (at most 3 spaces of indentation, the
+    same character at least as many times, nothing but spaces after it); a line that is
+    content of the code block left the quoted markers after it read as a block."""
+    from tests.doc_pages import fences
+
+    example = f"{fence}markdown\n{inner}\n{BEGIN_R}\nquoted\n{report.GENERATED_END}\n{fence}\n"
+    readme = _page(tmp_path, f"# x\n\n{example}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
+    assert [b[0] for b in report.find_generated_blocks(readme.read_text())] == [9]  # 0-based: line 10
+    assert [(start, end) for start, end, _ in fences(readme.read_text())] == [(3, 8)]
+    report.update_readme(readme, "results/r.csv", _block(tmp_path))
+    text = readme.read_text()
+    assert example in text and "stale" not in text and text.count("41.0 ± 4.6") == 1
+
+
+@pytest.mark.parametrize("fence, closing", [("```", "   ```"), ("```", "```   "), ("```", "`````"),
+                                            ("~~~", "  ~~~~ \t"), ("````", "````")])
+def test_a_closing_fence_may_be_indented_3_spaces_longer_and_followed_by_spaces(tmp_path, fence, closing):
+    from benchmarks.readme_blocks import closes_fence
+
+    assert closes_fence(closing, fence)
+    readme = _page(tmp_path, f"{fence}\ncode\n{closing}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
+    assert [b[0] for b in report.find_generated_blocks(readme.read_text())] == [3]
+
+
 def test_every_block_generated_from_one_file_is_rewritten(tmp_path):
     readme = _page(tmp_path, f"{BEGIN_R}\nstale one\n{report.GENERATED_END}\n\nmiddle\n\n"
                              f"{BEGIN_R}\nstale two\n{report.GENERATED_END}\n")
