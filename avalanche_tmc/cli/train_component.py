@@ -32,7 +32,7 @@ from .arguments import (
 from .exits import EXIT_OK, UsageError
 from .loading import Factories
 from .logs import LogSettings, evaluator, gather_written, speaks
-from .outputs import check_output, check_writable, read_key
+from .outputs import check_output, check_writable, read_key, shown
 from .strategies import Runtime, TangentTraining, methods, strategy_for_method
 
 __all__ = ["NAME", "TrainJob", "register", "run", "train_component"]
@@ -173,10 +173,10 @@ def train_component(job: TrainJob, factories: Factories, logging: LogSettings) -
         if failure is not None:
             raise failure
         # rank 0 lists every process's files; with --all-ranks each process lists its own
-        shown = list(enumerate(everyone)) if rank == 0 and not logging.all_ranks else [(rank, written)]
-        for r, files in shown if speaks(logging, rank) else []:
+        listed = list(enumerate(everyone)) if rank == 0 and not logging.all_ranks else [(rank, written)]
+        for r, files in listed if speaks(logging, rank) else []:
             for path in files or []:
-                print(f"wrote {path}" + (f" (rank {r})" if world > 1 else ""))
+                print(f"wrote {shown(path)}" + (f" (rank {r})" if world > 1 else ""))  # control characters escaped
         if rank == 0 and world > 1:
             print(f"{len(wanted)} experiences on {world} processes: " + "; ".join(
                 f"rank {r}: {ids}" for r, ids in report.assignment.items()))

@@ -361,3 +361,82 @@ def test_a_missing_device_is_refused_before_avalanche_is_imported(tmp_path):
     assert done.returncode == EXIT_USAGE, done.stderr
     assert "no such device" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout  # no Avalanche module was imported
+
+
+# ---------------------------------------------------------------------------- issue 42, class 8
+
+TINY_FACTORIES = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
+                  "tests.avalanche_tmc.cli_factories:data", "--option", "tasks=3", "--quiet"]
+
+
+@pytest.fixture()
+def stats_files(tmp_path):
+    """Two training-free component files of the tiny digits factories (fast to train) and their composition."""
+    silo = tmp_path / "silo"
+    assert main(["train-component", "--experience", "0", "1", "--method", "stats-ridge", "--out", str(silo),
+                 *TINY_FACTORIES]) == EXIT_OK
+    assert main(["compose", str(silo), "--out", str(tmp_path / "composed.safetensors")]) == EXIT_OK
+    return silo, tmp_path / "composed.safetensors"
+
+
+def test_forget_and_train_component_print_paths_with_control_characters_escaped(tmp_path, stats_files, capsys):
+    silo, composed = stats_files
+    capsys.readouterr()
+    crafted = tmp_path / "out\x1b[2J\x07.safetensors"
+    assert main(["forget", str(composed), str(silo / "experience-1.safetensors"), "--out", str(crafted)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "out\\x1b[2J\\x07.safetensors" in out
+    silo2 = tmp_path / "silo\x1b]0;owned\x07"
+    assert main(["train-component", "--experience", "2", "--method", "stats-ridge", "--out", str(silo2),
+                 *TINY_FACTORIES]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "wrote" in out and "\x1b" not in out and "\x07" not in out and "silo\\x1b]0;owned\\x07" in out
+
+
+def _talking_factories(tmp_path):
+    path = tmp_path / "talking.py"
+    path.write_text("import os\nfrom tests.avalanche_tmc import cli_factories\n"
+                    "print('loading the factories')\n"
+                    "def model(**options):\n"
+                    "    print('building the model', flush=True)\n"
+                    "    os.write(1, b'from file descriptor 1\\n')\n"
+                    "    return cli_factories.model(**options)\n"
+                    "def data(**options):\n"
+                    "    print('loading the data')\n"
+                    "    return cli_factories.data(**options)\n")
+    return ["--model", f"{path}:model", "--data", f"{path}:data", "--option", "tasks=3", "--quiet"]
+
+
+def test_evaluate_json_stdout_holds_only_the_json_when_a_factory_prints(tmp_path, stats_files, capfd):
+    _, composed = stats_files
+    capfd.readouterr()
+    assert main(["evaluate", str(composed), "--json", *_talking_factories(tmp_path)]) == EXIT_OK
+    out, err = capfd.readouterr()
+    report = json.loads(out)  # nothing but the JSON
+    assert report["experiences"] == [0, 1]
+    for said in ("loading the factories", "building the model", "from file descriptor 1", "loading the data"):
+        assert said in err
+    print("after")  # standard output is back where it was
+    assert capfd.readouterr().out == "after\n"
+
+
+@pytest.mark.parametrize("where", ["model", "data", "import"])
+@pytest.mark.parametrize("code", ["0", "3", "None"])
+def test_a_factory_calling_sys_exit_is_a_factory_error(tmp_path, stats_files, capsys, where, code):
+    """A factory calling sys.exit(0) ended the command with exit 0 and nothing written."""
+    _, composed = stats_files
+    path = tmp_path / "exiting.py"
+    path.write_text("import sys\nfrom tests.avalanche_tmc import cli_factories\n"
+                    + (f"sys.exit({code})\n" if where == "import" else "")
+                    + f"def model(**options):\n    {'sys.exit(' + code + ')' if where == 'model' else 'pass'}\n"
+                    "    return cli_factories.model(**options)\n"
+                    f"def data(**options):\n    {'sys.exit(' + code + ')' if where == 'data' else 'pass'}\n"
+                    "    return cli_factories.data(**options)\n")
+    factories = ["--model", f"{path}:model", "--data", f"{path}:data", "--option", "tasks=3", "--quiet"]
+    capsys.readouterr()
+    assert main(["evaluate", str(composed), "--json", *factories]) == EXIT_FACTORY
+    out, err = capsys.readouterr()
+    assert out == "" and f"called sys.exit({code})" in err and "remove the call to sys.exit" in err
+    assert main(["train-component", "--experience", "2", "--method", "stats-ridge", "--out", str(tmp_path / "o"),
+                 *factories]) == EXIT_FACTORY
+    assert not (tmp_path / "o" / "experience-2.safetensors").exists()
