@@ -261,3 +261,21 @@ def test_an_edited_sum_is_refused_against_the_kept_members(bm, tmp_path):
     with pytest.raises(CheckpointError, match="do not add up|does not add up"):
         load_learned(strategy, crafted)
     assert nothing_learned(strategy)
+
+
+def test_kept_statistics_that_disagree_with_their_sum_are_refused(bm, tmp_path):
+    """The training-free strategy's kept statistics (an unscaled sum) are checked the same way."""
+    from tests.avalanche_tmc.files.common import small_training_free
+
+    trained = train_unshuffled(small_training_free(), bm.train_stream[:2])
+    if not trained.learned().keep_components:  # pragma: no cover
+        pytest.skip("the training-free strategy keeps no members")
+    path = save_learned(trained, str(tmp_path / "l.safetensors"))
+    crafted = _recrafted(path, tmp_path / "crafted.safetensors",
+                         lambda members: _checksum_recomputed(0, lambda t: 3 * t)(members, path),
+                         lambda tensors: _member_edited(tensors, lambda t: 3 * t, index=0))
+    strategy = small_training_free()
+    with pytest.raises(CheckpointError, match="kept member 0 does not add up with the others"):
+        load_learned(strategy, crafted)
+    assert len(strategy.learned()) == 0
+    assert load_learned(small_training_free(), path) == [0, 1]
