@@ -89,7 +89,8 @@ def _write_json(path: str, value: Any) -> None:
     from benchmarks import report
 
     with report.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
+        json.dump(value, f, indent=1, sort_keys=True,
+                  default=lambda o: o.item() if hasattr(o, "item") else str(o))  # numpy / torch scalars
         f.write("\n")
 
 

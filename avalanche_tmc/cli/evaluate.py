@@ -85,7 +85,7 @@ def evaluate_files(files: Sequence[str], factories: Factories, logging: LogSetti
     composition = compose_components(read_components(files, quiet, read_key(key_file)))
     stream = factories.benchmark().test_stream
     progress = ProgressPlugin(not quiet)
-    runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging))
+    runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging, text_to_stderr=as_json))
     strategy = evaluation_strategy(composition, factories.network(), factories, runtime)
     strategy.eval(stream)
     rows = [dict(experience=e, samples=progress.seen[e], accuracy=progress.correct[e] / progress.seen[e])

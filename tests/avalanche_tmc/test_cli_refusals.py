@@ -418,6 +418,10 @@ def test_evaluate_json_stdout_holds_only_the_json_when_a_factory_prints(tmp_path
         assert said in err
     print("after")  # standard output is back where it was
     assert capfd.readouterr().out == "after\n"
+    assert main(["evaluate", str(composed), "--json", "--logger", "text", "--log-dir", str(tmp_path / "logs"),
+                 *_talking_factories(tmp_path)]) == EXIT_OK
+    out, err = capfd.readouterr()
+    assert json.loads(out)["experiences"] == [0, 1] and "Top1_Acc" in err  # Avalanche's text logger on stderr
 
 
 @pytest.mark.parametrize("where", ["model", "data", "import"])
