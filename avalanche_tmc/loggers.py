@@ -123,8 +123,25 @@ def _locked(fd: int) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def _drop_cut_row(fd: int) -> None:
+    """Under the lock: a file that does not end with a line end holds a row cut by a
+    crashed writer (every writer appends whole rows under the lock): cut it away."""
+    end = size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    while end > 0:  # back to the last line end
+        start = max(0, end - (1 << 16))
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            os.ftruncate(fd, start + found + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
 def _append(fd: int, data: bytes) -> None:
     with _locked(fd):
+        _drop_cut_row(fd)  # never glue a row onto a crashed writer's half row
         while data:
             data = data[os.write(fd, data):]
 
@@ -136,7 +153,7 @@ class _LockedAppend:
 
     def __init__(self, path: str):
         self.name = path
-        self._fd: Optional[int] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: Optional[int] = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending = ""
 
     @property

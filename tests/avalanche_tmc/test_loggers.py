@@ -182,3 +182,14 @@ def test_every_row_is_appended_whole_under_the_lock(tmp_path):
     other.close()
     rows = _rows(path)
     assert all(len(r) == 6 for r in rows) and len(rows) == 1 + 1 + 10
+
+
+def test_a_row_cut_by_a_writer_that_crashed_meanwhile_is_dropped_before_the_next_row(tmp_path):
+    """Another writer died mid-row after this logger opened the file: the next row is not glued onto it."""
+    logger = AppendingCSVLogger(str(tmp_path))
+    path = tmp_path / "eval_results.csv"
+    with open(path, "a") as other:
+        other.write("9,9,0.99")  # a crashed writer's half row
+    logger.print_eval_metrics(1, 0, 0.25, 2.0, 0)
+    logger.close()
+    assert _rows(path)[1:] == [["1", "0", "0.2500", "2.0000", "0"]]
