@@ -400,7 +400,9 @@ def _talking_factories(tmp_path):
                     "def model(**options):\n"
                     "    print('building the model', flush=True)\n"
                     "    os.write(1, b'from file descriptor 1\\n')\n"
-                    "    return cli_factories.model(**options)\n"
+                    "    net = cli_factories.model(**options)\n"
+                    "    net.register_forward_pre_hook(lambda *_: print('a forward while evaluating'))\n"
+                    "    return net\n"
                     "def data(**options):\n"
                     "    print('loading the data')\n"
                     "    return cli_factories.data(**options)\n")
@@ -414,7 +416,8 @@ def test_evaluate_json_stdout_holds_only_the_json_when_a_factory_prints(tmp_path
     out, err = capfd.readouterr()
     report = json.loads(out)  # nothing but the JSON
     assert report["experiences"] == [0, 1]
-    for said in ("loading the factories", "building the model", "from file descriptor 1", "loading the data"):
+    for said in ("loading the factories", "building the model", "from file descriptor 1", "loading the data",
+                 "a forward while evaluating"):
         assert said in err
     print("after")  # standard output is back where it was
     assert capfd.readouterr().out == "after\n"
