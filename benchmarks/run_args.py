@@ -5,7 +5,7 @@ with the argparse types that refuse a bad value) and the one place they are read
 """
 
 import argparse
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import torch
 
@@ -15,7 +15,7 @@ from benchmarks.jobs import default_jobs, threads_per_job
 from benchmarks.loading import default_workers
 from benchmarks.methods import method_names
 from benchmarks.presets import PRESETS
-from benchmarks.refusals import Refusal
+from benchmarks.refusals import EXIT_REFUSED, Refusal
 from benchmarks.scenarios import SCENARIOS
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "MAX_SEEDS", "MAX_SEED", "MAX_TASKS", "MAX_EPOCHS",
@@ -123,9 +123,17 @@ def _seeds(text: str) -> Tuple[int, ...]:
     return tuple(values)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad command line is refused as every refusal of the runner: one line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Command-line options; those left unset come from the preset."""
-    p = argparse.ArgumentParser(
+    """Command-line options; those left unset come from the preset. A bad value is refused in
+    one line on stderr, exit code 2."""
+    p = _OneLineParser(
         prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
                     "seeds,\nwriting results.csv, results.md (tables and verdicts) and plots under --out.",

@@ -79,12 +79,13 @@ def test_bad_values_are_usage_errors_naming_what_is_allowed(tmp_path, capsys, fl
 ])
 def test_counts_beyond_their_documented_bound_are_usage_errors(tmp_path, capsys, flag, value, allowed):
     """Issue 42, class 4: every count-like option has an upper bound (docs/reliability.md), refused
-    with exit 2 before anything is built."""
+    in one line with exit 2 before anything is built."""
     with pytest.raises(SystemExit) as exit_info:
         _train(flag, value, out=tmp_path)
     assert exit_info.value.code == EXIT_USAGE
     err = capsys.readouterr().err
     assert allowed in err and flag in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("avalanche-tmc train-component: error: ")
 
 
 def test_the_bounds_of_the_command_line_are_the_librarys():

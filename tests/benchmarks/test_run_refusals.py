@@ -51,7 +51,8 @@ def test_runner_refuses_counts_beyond_their_documented_bound(argv, message, caps
     with pytest.raises(SystemExit) as exit_info:
         run.parse_args(argv)
     assert exit_info.value.code == 2
-    assert re.search(message, capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(message, err) and err.count("\n") == 1 and err.startswith("python -m benchmarks.run: error: ")
 
 
 def test_runner_accepts_counts_at_their_bound():
