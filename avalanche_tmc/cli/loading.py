@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence
 
 from .exits import FactoryError, UsageError
 
@@ -51,10 +51,13 @@ def stdout_to_stderr() -> Iterator[None]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    saved: Optional[int] = None
     try:
         saved = os.dup(1)
         os.dup2(2, 1)
     except OSError:  # no file descriptors 1 or 2 to move: Python's streams only
+        if saved is not None:
+            os.close(saved)
         saved = None
     try:
         with contextlib.redirect_stdout(sys.stderr):
