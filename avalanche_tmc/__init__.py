@@ -5,10 +5,10 @@ The names below are imported on first use (PEP 562), so ``import avalanche_tmc``
 when a name that needs them is first touched.
 """
 
-from ._safe_path import drop_working_directory, running_as_main
+from . import _safe_path
 
-if running_as_main(__name__):  # `python -m avalanche_tmc[.cli]`: before this package imports anything else
-    drop_working_directory()
+if _safe_path.running_as_main(__name__):  # `python -m avalanche_tmc[.cli]`: before this package imports anything
+    _safe_path.drop_working_directory()
 
 import importlib  # noqa: E402
 import os  # noqa: E402
