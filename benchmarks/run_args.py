@@ -167,16 +167,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="RSL beta (25 class/task-IL, 5 data-IL)")
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
-                        "(minibatch order, new-head initialisation, random projections); default: the preset's")
+                        "(minibatch order, new-head initialisation, random projections); default: the preset's; "
+                        f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}")
     p.add_argument("--seed", type=_seed_value, default=None, help="a single seed (same as --seeds SEED,)")
     p.add_argument("--data-seed", type=_seed_value, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--jobs", type=_int_at_least(1, MAX_PROCESSES), default=None,
                    help="train this many (seed, method group) pairs at once, each in its own single-thread "
-                        "process (default: one per CPU core on CPU, 1 on an accelerator)")
+                        "process (default: one per CPU core on CPU, 1 on an accelerator; at most "
+                        f"{MAX_PROCESSES})")
     p.add_argument("--threads", type=_int_at_least(1, MAX_THREADS), default=None,
-                   help="threads per process (default: the cores shared among the jobs)")
+                   help=f"threads per process (default: the cores shared among the jobs; at most {MAX_THREADS})")
     p.add_argument("--deterministic", action="store_true",
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
                         "whatever --jobs (across machines, see the README's reproducibility notes)")
@@ -196,7 +198,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="train the experiences of TMC/TME, TMC-FC and the training-free heads in N processes "
                         "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
                         "however it is trained, so the numbers are the sequential run's (up to float rounding "
-                        "of the composition's sum)")
+                        f"of the composition's sum); at most {MAX_PROCESSES}")
     recipe = p.add_argument_group(
         "training recipe", "how the paper presets follow the authors' code (docs/paper-benchmarks.md, 'Reproducing "
         "the paper'); every paper preset sets them, the offline presets keep the defaults")
@@ -227,7 +229,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
     feed.add_argument("--workers", type=_int_at_least(0, MAX_PROCESSES), default=None,
                       help="DataLoader worker processes decoding images (default: one per core but one, up to 8, "
-                           "when the images are decoded per batch; 0 for cached features)")
+                           f"when the images are decoded per batch; 0 for cached features; at most {MAX_PROCESSES})")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                       help="forwards under torch.autocast in this dtype (avalanche_tmc.AutocastPlugin)")
     feed.add_argument("--decoded-cache", action="store_true",
