@@ -448,3 +448,26 @@ def test_a_factory_calling_sys_exit_is_a_factory_error(tmp_path, stats_files, ca
     assert main(["train-component", "--experience", "2", "--method", "stats-ridge", "--out", str(tmp_path / "o"),
                  *factories]) == EXIT_FACTORY
     assert not (tmp_path / "o" / "experience-2.safetensors").exists()
+
+
+@pytest.mark.parametrize("how", ["--key-file", "environment"])
+def test_a_fifo_key_file_is_an_unusable_file_not_a_hang(tmp_path, files, capsys, monkeypatch, how):
+    """Issue 42, class 4: a FIFO named as the key file blocked the command for ever."""
+    import threading
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    extra = ["--key-file", str(fifo)] if how == "--key-file" else []
+    if how == "environment":
+        monkeypatch.setenv("AVALANCHE_TMC_KEY_FILE", str(fifo))
+    codes = []
+    thread = threading.Thread(target=lambda: codes.append(
+        main(["compose", str(files), "--out", str(tmp_path / "c.safetensors"), *extra])), daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():  # blocked opening the FIFO: let it go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+        pytest.fail("the command blocked on a FIFO key file")
+    assert codes == [EXIT_BAD_FILE]
+    assert "not a regular file" in capsys.readouterr().err and not (tmp_path / "c.safetensors").exists()
