@@ -5,11 +5,15 @@ The names below are imported on first use (PEP 562), so ``import avalanche_tmc``
 when a name that needs them is first touched.
 """
 
-import ast
-import importlib
-import os
-import warnings
-from typing import TYPE_CHECKING, Dict
+from . import _safe_path
+
+if _safe_path.running_as_main(__name__):  # `python -m avalanche_tmc[.cli]`: before this package imports anything
+    _safe_path.drop_working_directory()
+
+import importlib  # noqa: E402
+import os  # noqa: E402
+import warnings  # noqa: E402
+from typing import TYPE_CHECKING, Dict  # noqa: E402
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
 
@@ -90,6 +94,8 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
 def _lazy_names() -> Dict[str, str]:
     """Public name -> the submodule defining it, read from the ``TYPE_CHECKING`` imports above
     (one list of imports, for type checkers, the API reference and the lazy loader alike)."""
+    import ast  # here, not at the top: nothing beyond the start-up's modules is imported before `-m` drops the cwd
+
     with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     guard = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")

@@ -10,7 +10,10 @@ the command that installs it, before anything is trained.
 process that resumes a run and builds its loggers again truncates ``training_results.csv``
 and ``eval_results.csv``, header and rows. :class:`AppendingCSVLogger` (what
 ``make_loggers(..., resume=True)`` uses) appends instead, writing the header only to a new
-or empty file, so a resumed run's files hold the header once and every row::
+or empty file, so a resumed run's files hold the header once and every row. One writer at
+a time: every row is appended whole under an exclusive ``fcntl.flock`` on the file, and a
+logger that opens a file (checking its header, dropping a row cut by a crash) holds that
+lock too, so a row another process is appending is never cut away::
 
     from avalanche_tmc.loggers import AppendingCSVLogger
 
@@ -21,11 +24,13 @@ TensorBoard adds an event file per process (its folder keeps the earlier ones); 
 resumed in another process starts a new run.
 """
 
+import contextlib
+import fcntl
 import functools
 import importlib.util
 import os
 import uuid
-from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, Iterator, List, Optional, Sequence
 
 if TYPE_CHECKING:  # for the annotations only: the command line imports this module for --help
     from avalanche.logging import BaseLogger, WandBLogger
@@ -108,12 +113,82 @@ _HEADERS = {"training_file": ("training_results.csv", "training_exp,epoch,traini
             "eval_file": ("eval_results.csv", "eval_exp,training_exp,eval_accuracy,eval_loss,forgetting")}
 
 
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """An exclusive advisory lock (``fcntl.flock``) on the open file ``fd``, waited for."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _drop_cut_row(fd: int) -> None:
+    """Under the lock: a file that does not end with a line end holds a row cut by a
+    crashed writer (every writer appends whole rows under the lock): cut it away."""
+    end = size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    while end > 0:  # back to the last line end
+        start = max(0, end - (1 << 16))
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            os.ftruncate(fd, start + found + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
+def _append(fd: int, data: bytes) -> None:
+    with _locked(fd):
+        _drop_cut_row(fd)  # never glue a row onto a crashed writer's half row
+        while data:
+            data = data[os.write(fd, data):]
+
+
+class _LockedAppend:
+    """A text file that appends whole lines, each batch under the file's lock: what
+    ``print(..., flush=True)`` writes reaches the file at its flush (complete lines only),
+    so rows of writers in other processes never interleave or get cut."""
+
+    def __init__(self, path: str):
+        self.name = path
+        self._fd: Optional[int] = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pending = ""
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def write(self, text: str) -> int:
+        if self._fd is None:
+            raise ValueError(f"I/O operation on closed file {self.name}")
+        self._pending += text
+        return len(text)
+
+    def flush(self) -> None:
+        cut = self._pending.rfind("\n") + 1
+        if cut and self._fd is not None:
+            lines, self._pending = self._pending[:cut], self._pending[cut:]
+            _append(self._fd, lines.encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.flush()
+            if self._pending:
+                _append(self._fd, self._pending.encode("utf-8"))
+                self._pending = ""
+            os.close(self._fd)
+            self._fd = None
+
+
 def _open_appending(folder: str, name: str, header: str) -> IO[str]:
     """``folder/name`` opened for appending: the header written to a new or empty file;
     an existing file must begin with it (``ValueError`` otherwise); a row cut by a crash
-    (no final newline) is dropped."""
+    (no final newline) is dropped. All of it under the file's lock, which every row
+    appended takes too (:class:`_LockedAppend`): a row being written is never cut."""
     path = os.path.join(folder, name)
-    with open(path, "a+b") as f:
+    with open(path, "a+b") as f, _locked(f.fileno()):
         f.seek(0)
         data = f.read()
         if data:
@@ -124,10 +199,10 @@ def _open_appending(folder: str, name: str, header: str) -> IO[str]:
                                  "folder, or move the file away.")
             if not data.endswith(b"\n"):
                 f.truncate(data.rfind(b"\n") + 1)
-    out = open(path, "a", encoding="utf-8")
-    if out.tell() == 0:
-        print(header, file=out, flush=True)
-    return out
+        else:
+            f.write(header.encode("utf-8") + b"\n")
+            f.flush()
+    return _LockedAppend(path)  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,7 +219,8 @@ def _appending_csv_logger() -> type:
         truncating them: the header is written to a new or empty file only, so a run resumed
         in a new process (loggers built again) keeps the header once and every earlier row.
         A file that does not begin with the header is refused (``ValueError``); a last row
-        cut by a crash is dropped. Pickled with a checkpoint, it reopens its files for
+        cut by a crash is dropped; rows are appended whole under the file's ``flock`` (one
+        writer at a time, the check and the drop included). Pickled with a checkpoint, it reopens its files for
         appending when loaded."""
 
         def __init__(self, log_folder: Optional[str] = None):

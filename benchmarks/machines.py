@@ -15,7 +15,6 @@ writes the comparison; ``python -m benchmarks.report docs/results/machines/sprea
 """
 
 import argparse
-import csv
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -55,13 +54,29 @@ def write_spread_csv(rows: Sequence[Row], path: Path) -> Path:
 
 
 def read_spread_csv(path: Path) -> List[Dict[str, object]]:
-    """Rows written by :func:`write_spread_csv`, numbers restored."""
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        rows: List[Dict[str, object]] = list(csv.DictReader(f))
-    for r in rows:
-        r["tasks"] = int(r["tasks"])  # type: ignore[arg-type]
+    """Rows written by :func:`write_spread_csv`, numbers restored;
+    :class:`~benchmarks.results_io.ReportFileError` (one line naming the file and line) for
+    a malformed file, a value that is not a number, an accuracy (or difference of two) that
+    is not a fraction in [0, 1], or two rows of one run, method and machines."""
+    from benchmarks.results_io import ReportFileError, _check_fraction, _check_unique, _read_table
+
+    rows: List[Dict[str, object]] = []
+    seen: Dict[tuple, int] = {}
+    for line, raw in _read_table(path, required=SPREAD_COLUMNS)[1]:
+        r: Dict[str, object] = dict(raw)
+        try:
+            r["tasks"] = int(raw["tasks"])
+            for column in ("mean_a", "mean_b", "max_seed_difference"):
+                r[column] = float(raw[column])
+        except ValueError:
+            raise ReportFileError(f"{path}, line {line}: a value that is not a number: a cut or edited row.") \
+                from None
         for column in ("mean_a", "mean_b", "max_seed_difference"):
-            r[column] = float(r[column])  # type: ignore[arg-type]
+            _check_fraction(path, line, column, raw[column])
+        _check_unique(path, seen, tuple(raw[c] for c in ("dataset", "scenario", "tasks", "regime", "method",
+                                                          "machine_a", "machine_b")), line,
+                      "run, method and machines")
+        rows.append(r)
     return rows
 
 

@@ -16,6 +16,12 @@ record of which planned runs are done.
   another ``--out``; the same settings resume, and added runs are added. A folder with a
   ``results.csv`` but no ``settings.json`` (written by an earlier version) is refused the
   same way;
+* **finished runs** (``<out>/runs/<hash>.json``: the rows and tuning trials of each run once
+  it finished, with its name and settings): a later invocation with the same settings keeps
+  them (:meth:`OutputFolder.kept`: no retraining, the same rows) and
+  :meth:`OutputFolder.rows` merges ``results.csv``: the rows the folder held stay until
+  this invocation has rows of the same key, so an interrupted re-run never leaves fewer
+  rows than it found. ``--restart`` removes them and starts over;
 * **the status** (``<out>/status.json``: the planned runs, those finished, those missing,
   and whether the results are complete), written when the folder is claimed, after every
   run and at the end; the report written after each run names the missing runs in
@@ -28,14 +34,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+import shutil
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from benchmarks.config import Options, RunConfig, progress_key
 from benchmarks.refusals import Refusal
 
-__all__ = ["LOCK_FILE", "SETTINGS_FILE", "STATUS_FILE", "OutputFolder", "claim", "run_settings", "planned_settings"]
+__all__ = ["LOCK_FILE", "SETTINGS_FILE", "STATUS_FILE", "RUNS_DIR", "OutputFolder", "claim", "run_settings",
+           "planned_settings"]
 
 LOCK_FILE = ".lock"
 """The lock file of an output folder (it holds the pid of the run that holds the lock)."""
@@ -43,7 +52,10 @@ SETTINGS_FILE = "settings.json"
 """The settings of every run whose results the folder holds."""
 STATUS_FILE = "status.json"
 """Planned, finished and missing runs of the last invocation, and whether it completed."""
+RUNS_DIR = "runs"
+"""The folder of finished runs' rows and trials (one JSON file a run)."""
 FORMAT = 1
+Rows = List[Dict[str, Any]]
 
 
 def run_settings(run: RunConfig, options: Options) -> Dict[str, Any]:
@@ -77,7 +89,8 @@ def _write_json(path: str, value: Any) -> None:
     from benchmarks import report
 
     with report.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
+        json.dump(value, f, indent=1, sort_keys=True,
+                  default=lambda o: o.item() if hasattr(o, "item") else str(o))  # numpy / torch scalars
         f.write("\n")
 
 
@@ -102,9 +115,12 @@ class OutputFolder:
         self.planned = dict(planned)
         self.done: List[str] = []
         self._lock_fd: Optional[int] = None
+        self._runs: Dict[str, Tuple[Rows, Rows]] = {}
+        self._held: Rows = []
         self._lock()
         try:
             self._check_settings(restart)
+            self._read_finished(restart)
             self._write_status(complete=False)
         except BaseException:
             self.release()
@@ -164,16 +180,69 @@ class OutputFolder:
         if list(runs) != list(self.planned):  # runs added: the folder now holds them too
             _write_json(path, dict(format=FORMAT, runs=self.planned))
 
+    # ------------------------------------------------------------------ finished runs
+    def _record_path(self, name: str) -> str:
+        key = json.dumps([name, self.planned[name]], sort_keys=True)
+        return os.path.join(self.out_dir, RUNS_DIR, hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
+
+    def _read_finished(self, restart: bool) -> None:
+        """Load the runs an earlier invocation finished with these settings and the rows
+        ``results.csv`` holds (``restart``: remove both)."""
+        results = os.path.join(self.out_dir, "results.csv")
+        if restart:
+            shutil.rmtree(os.path.join(self.out_dir, RUNS_DIR), ignore_errors=True)
+            return
+        for name, settings in self.planned.items():
+            record = _read_json(self._record_path(name))
+            if record is None:
+                continue
+            if (not isinstance(record, dict) or record.get("name") != name or record.get("settings") != settings
+                    or not isinstance(record.get("rows"), list) or not isinstance(record.get("trials"), list)):
+                raise Refusal(f"{self._record_path(name)} is not the record of run {name} with these settings (edited "
+                              "or copied): remove it to train that run again, or run with --restart.")
+            self._runs[name] = (record["rows"], record["trials"])
+        if os.path.exists(results):
+            from benchmarks.results_io import ReportFileError, read_csv
+
+            try:
+                self._held = read_csv(results)
+            except ReportFileError as error:
+                raise Refusal(f"{error} This run would merge its results into it: restore it, or run with --restart "
+                              "to replace it.") from None
+
+    def kept(self, name: str) -> Optional[Tuple[Rows, Rows]]:
+        """``(rows, trials)`` of planned run ``name`` if an earlier invocation finished it
+        with the same settings (it need not train again), else None."""
+        return self._runs.get(name)
+
+    def rows(self) -> Rows:
+        """What ``results.csv`` holds now: the rows of every finished run (kept or new), in
+        planned order, then those the file held before whose key no finished run has."""
+        from benchmarks.results_io import row_key
+
+        rows = [row for name in self.planned if name in self._runs for row in self._runs[name][0]]
+        keys = {row_key(row) for row in rows}
+        return rows + [row for row in self._held if row_key(row) not in keys]
+
+    def trials(self) -> Rows:
+        """The tuning trials of every finished run, in planned order."""
+        return [trial for name in self.planned if name in self._runs for trial in self._runs[name][1]]
+
     # ------------------------------------------------------------------ status
     @property
     def missing(self) -> List[str]:
         """The planned runs not finished yet, in order."""
         return [name for name in self.planned if name not in self.done]
 
-    def finished(self, name: str) -> None:
-        """Record that run ``name`` (a key of the planned runs) is finished."""
+    def finished(self, name: str, rows: Optional[Rows] = None, trials: Optional[Rows] = None) -> None:
+        """Record that run ``name`` (a key of the planned runs) is finished, with its result
+        rows and tuning trials (kept for a later invocation: :meth:`kept`)."""
         if name not in self.planned:
             raise KeyError(f"{name!r} is not a planned run ({list(self.planned)})")
+        if rows is not None:
+            self._runs[name] = (list(rows), list(trials or []))
+            _write_json(self._record_path(name), dict(format=FORMAT, name=name, settings=self.planned[name],
+                                                      rows=self._runs[name][0], trials=self._runs[name][1]))
         if name not in self.done:
             self.done.append(name)
         self._write_status(complete=False)

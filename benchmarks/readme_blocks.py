@@ -16,7 +16,7 @@ from benchmarks.results_io import PathLike, ReportFileError, Row, atomic_path, r
 from benchmarks.tables import markdown_table
 from benchmarks.verdicts import verdict_table
 
-__all__ = ["GENERATED_END", "readme_block", "find_generated_blocks", "update_readme"]
+__all__ = ["GENERATED_END", "readme_block", "find_generated_blocks", "update_readme", "opening_fence", "closes_fence"]
 
 GENERATED_END = "<!-- end generated -->"
 
@@ -41,6 +41,24 @@ _BEGIN = re.compile(r"<!-- generated from (.+?) by: (.+) -->")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 
 
+def opening_fence(line: str) -> Optional[str]:
+    """The fence (its run of backticks or tildes) that ``line`` (without its line end) opens,
+    or None. CommonMark: up to 3 spaces of indentation, then 3 or more backticks or tildes;
+    a backtick fence's info string has no backtick (the line is then inline code)."""
+    match = _FENCE.fullmatch(line)
+    if match is None or (match.group(1)[0] == "`" and "`" in match.group(2)):
+        return None
+    return match.group(1)
+
+
+def closes_fence(line: str, fence: str) -> bool:
+    """Whether ``line`` (without its line end) closes the code block opened by ``fence``.
+    CommonMark: up to 3 spaces of indentation (a line indented 4 or more is content), the
+    fence's character at least as many times, then nothing but spaces or tabs (a fence
+    followed by text, or of the other character, is content)."""
+    return re.fullmatch(r" {0,3}%s{%d,}[ \t]*" % (re.escape(fence[0]), len(fence)), line) is not None
+
+
 def _lines(text: str) -> List[str]:
     """``text`` split after each ``\\n`` (line ends kept, ``\\r\\n`` included)."""
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
@@ -49,8 +67,10 @@ def _lines(text: str) -> List[str]:
 def find_generated_blocks(text: str, where: str = "the page") -> List[Tuple[int, int, str, str]]:
     """``(begin line, end line, PATH, COMMAND)`` (0-based line indices) of every generated
     block of the Markdown ``text``. Markers count at the start of a line outside fenced
-    code (CommonMark fences of 3 or more backticks or tildes, as ``tests/doc_pages.py``
-    reads them): an example that quotes them is not a block.
+    code (CommonMark's fences: :func:`opening_fence`, :func:`closes_fence`, which
+    ``tests/doc_pages.py`` reads them by too): an example that quotes them is not a block,
+    nor is one after a quoted fence marker inside the code (indented 4 spaces, or followed
+    by text).
     :class:`ReportFileError` (naming ``where`` and the line) when the markers do not pair
     up: a block without its end marker (before the next block or the end of the page),
     an end marker without a block, or a begin marker of another form."""
@@ -60,13 +80,12 @@ def find_generated_blocks(text: str, where: str = "the page") -> List[Tuple[int,
     for number, raw in enumerate(_lines(text)):
         line = raw.rstrip("\n").rstrip("\r")
         if fence is None:
-            match = _FENCE.fullmatch(line)
-            if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
-                fence = match.group(1)  # (a backtick fence's info string has no backtick: else inline code)
+            fence = opening_fence(line)
+            if fence is not None:
                 continue
         else:
-            if re.fullmatch(re.escape(fence[0]) + "{%d,}" % len(fence), line.strip()):
-                fence = None  # the closing fence: the same character, at least as long, alone on its line
+            if closes_fence(line, fence):
+                fence = None  # the closing fence (CommonMark's rule: closes_fence)
             continue
         if line.startswith(_BEGIN_PREFIX):
             begin = _BEGIN.fullmatch(line)

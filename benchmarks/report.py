@@ -15,13 +15,15 @@ to the CSV; ``--readme README.md`` (or ``--readme docs/results.md``: any Markdow
 also rewrites the blocks of that file generated from the CSV (between ``<!-- generated
 from PATH by: COMMAND -->`` and ``<!-- end generated -->``; PATH is relative to the Markdown
 file, COMMAND the one to run from the repository root). Marker lines count only at the
-start of a line outside fenced code (an example quoting them is not a block); every block
+start of a line outside fenced code (CommonMark's fences: an example quoting them is not a
+block, nor is a fence line quoted inside the code its end); every block
 generated from the CSV is rewritten; a page whose markers do not pair up (a block that lost
 its end marker) is refused before anything is written; the page is written through a
 symlink to its target, keeping its mode and line endings.
 
 A results file that is malformed (cut mid-line by a killed write or copy, a row of another
-length, a value that is not a number, unknown or missing columns) is refused with
+length, a value that is not a number, unknown or missing columns, an accuracy that is NaN,
+infinite or outside [0, 1], a duplicated row) is refused with
 :class:`ReportFileError`; the command prints its one-line message and exits with status 2.
 
 The pieces: :mod:`benchmarks.results_io` (the schema, reading and writing results files),

@@ -22,7 +22,7 @@ from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_names, method_row
 
 __all__ = [
-    "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key",
+    "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "KINDS", "VARIANCE_COLUMNS", "write_rows_csv",
     "csv_kind",
@@ -62,10 +62,11 @@ SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
 
 class ReportFileError(ValueError):
     """A results file or Markdown page the report refuses to read or rewrite: a malformed
-    CSV (cut mid-line, a row of another length, a value that is not a number, unknown or
-    missing columns), a page without the block, or with markers that do not pair up. The
-    message is one line naming the file (and line) and what to do; ``python -m
-    benchmarks.report`` prints it and exits with status 2."""
+    CSV (cut mid-line, a row of another length, a value that is not a number, an accuracy
+    that is NaN, infinite or outside [0, 1], a duplicated row, unknown or missing columns),
+    a page without the block, or with markers that do not pair up. The message is one line
+    naming the file (and line) and what to do; ``python -m benchmarks.report`` prints it and
+    exits with status 2."""
 
 
 def method_info(method: str) -> Tuple[str, str, str, bool]:
@@ -93,6 +94,13 @@ def run_key(row: Row) -> RunKey:
     """The run (table column / plot panel) a row belongs to."""
     return (str(row["dataset"]), str(row["scenario"]), int(row["tasks"]),  # type: ignore[arg-type]
             str(row.get("regime", "") or ""))
+
+
+def row_key(row: Row) -> Tuple[str, ...]:
+    """What makes a result row one of a kind: its run, backbone, seed, method, model,
+    experience and evaluation stream (two rows of one key in a file are a duplicate)."""
+    return tuple(str(row.get(c, "") if row.get(c) is not None else "") for c in (
+        "dataset", "scenario", "tasks", "regime", "backbone", "seed", "method", "model", "after_task", "eval_exp"))
 
 
 def list_runs(rows: Iterable[Row]) -> List[RunKey]:
@@ -222,12 +230,34 @@ def _read_table(path: PathLike, known: Optional[Sequence[str]] = None,
     return header, rows
 
 
+def _check_fraction(path: PathLike, line: int, column: str, value: object) -> None:
+    """Refuse an accuracy that is NaN, infinite or outside [0, 1] (it would be averaged into
+    a table and could be bolded as the best)."""
+    number = float(value)  # type: ignore[arg-type]
+    if not 0.0 <= number <= 1.0:  # NaN fails both comparisons
+        raise ReportFileError(f"{path}, line {line}: {column} is {value!r}, not a fraction in [0, 1] (NaN, infinite "
+                              "or out of range): an edited or corrupted row; restore the file or run the benchmark "
+                              "again.")
+
+
+def _check_unique(path: PathLike, seen: Dict[Tuple[str, ...], int], key: Tuple[str, ...], line: int,
+                  what: str) -> None:
+    """Refuse a row whose key (``what`` names its columns) an earlier row of the file has:
+    a duplicate would be averaged into the table while the verdicts pair by seed."""
+    if key in seen:
+        raise ReportFileError(f"{path}, line {line}: a duplicate of line {seen[key]} (the same {what}): a file "
+                              "concatenated or edited by hand; keep one of them, or run the benchmark again.")
+    seen[key] = line
+
+
 def read_csv(path: PathLike) -> List[Dict[str, object]]:
     """Rows written by :func:`write_csv`, with int / float columns restored.
     :class:`ReportFileError` for a malformed file (see :func:`_read_table`), an empty key
-    column, or a value that is not a number."""
+    column, a value that is not a number, an accuracy that is not a fraction in [0, 1]
+    (NaN, infinite or out of range), or two rows of one key (:func:`row_key`)."""
     _, records = _read_table(path, known=(*COLUMNS, KIND_COLUMN), required=_REQUIRED)
     rows = []
+    seen: Dict[Tuple[str, ...], int] = {}
     for line, raw in records:
         if raw.get(KIND_COLUMN, "results") != "results":
             raise ReportFileError(f"{path}, line {line}: a {raw[KIND_COLUMN]} file, not a results file.")
@@ -241,6 +271,8 @@ def read_csv(path: PathLike) -> List[Dict[str, object]]:
             except ValueError:
                 raise ReportFileError(f"{path}, line {line}: {c} is {value!r}, not a number: a cut or edited "
                                       "row.") from None
+        _check_fraction(path, line, "accuracy", raw["accuracy"])
+        _check_unique(path, seen, row_key(row), line, "run, backbone, seed, method, model, experience and evaluation")
         rows.append(row)
     return rows
 
@@ -250,10 +282,31 @@ def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
     return write_rows_csv(trials, path, TUNING_COLUMNS, "tuning")
 
 
+_FRACTIONS = {"tuning": ("validation_accuracy", ("dataset", "scenario", "tasks", "regime", "family", "lr", "epochs")),
+              "variance": ("accuracy", ("protocol", "seed", "method"))}
+"""Per kind of file read by :func:`read_tuning_csv`: its accuracy column and the columns
+that make a row one of a kind."""
+
+
 def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
-    """Trials written by :func:`write_tuning_csv` (as strings); :class:`ReportFileError`
-    for a malformed file (cut mid-line, a row of another length)."""
-    return [row for _, row in _read_table(path)[1]]
+    """Trials written by :func:`write_tuning_csv`, or rows of a variance file (as strings);
+    :class:`ReportFileError` for a malformed file (cut mid-line, a row of another length),
+    an accuracy that is not a number in [0, 1], or two rows of one key."""
+    rows = []
+    seen: Dict[Tuple[str, ...], int] = {}
+    for line, row in _read_table(path)[1]:
+        column, key = _FRACTIONS.get(row.get(KIND_COLUMN, ""), (None, ()))
+        if column is not None and column in row:
+            try:
+                _check_fraction(path, line, column, row[column])
+            except ValueError as error:
+                if isinstance(error, ReportFileError):
+                    raise
+                raise ReportFileError(f"{path}, line {line}: {column} is {row[column]!r}, not a number: a cut or "
+                                      "edited row.") from None
+            _check_unique(path, seen, tuple(row.get(c, "") for c in key), line, ", ".join(key))
+        rows.append(row)
+    return rows
 
 
 def _regime_panels(rows: Sequence[Row]) -> Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]]:

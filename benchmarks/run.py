@@ -234,24 +234,29 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     elif options.jobs <= 1 and options.threads:
         torch.set_num_threads(options.threads)
     start = time.time()
-    rows: List[Dict[str, Any]] = []
-    trials: List[Dict[str, Any]] = []
     from benchmarks import outdir  # the folder's lock, settings and status
 
     with outdir.claim(out_dir, runs, options) as folder:  # one invocation at a time, its settings only
         for name, run in zip(folder.planned, runs):
+            kept = folder.kept(name)
+            if kept is not None:  # finished by an earlier invocation with these settings: the same rows
+                print(f"[{name}] finished by an earlier run: kept from {out_dir} (--restart to retrain)", flush=True)
+                folder.finished(name)
+                continue
             run_rows, run_trials = run_one(run, options, out_dir)
-            rows, trials = rows + run_rows, trials + run_trials
-            folder.finished(name)
-            # keep what is done if a later run fails; results.md and status.json name the runs still missing
-            report.write_report(rows, out_dir, missing=folder.missing)
-            if trials:
-                report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
+            folder.finished(name, run_rows, run_trials)
+            # keep what is done if a later run fails; results.md and status.json name the runs still missing;
+            # results.csv keeps the rows it held (merged, never fewer)
+            report.write_report(folder.rows(), out_dir, missing=folder.missing)
+            if folder.trials():
+                report.write_tuning_csv(folder.trials(), os.path.join(out_dir, "tuning.csv"))
+        rows, trials = folder.rows(), folder.trials()
         paths = report.write_report(rows, out_dir)
+        if trials:
+            report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
         folder.complete()
-        # The run is complete: its results are in results.csv. Progress files only serve to
-        # resume an interrupted run; kept, they would hand a later re-run (after a code
-        # change, say) stale results for the same settings.
+        # The run is complete: its results are in results.csv and its runs in runs/ (a re-run
+        # keeps them; --restart retrains). Progress files only serve to resume an interrupted run.
         shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
     print("\n" + report.markdown_table(rows))
     print(f"\nTotal time {time.time() - start:.0f}s, {options.jobs} job(s) x {options.threads} thread(s) "

@@ -5,7 +5,7 @@ with the argparse types that refuse a bad value) and the one place they are read
 """
 
 import argparse
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import torch
 
@@ -15,10 +15,11 @@ from benchmarks.jobs import default_jobs, threads_per_job
 from benchmarks.loading import default_workers
 from benchmarks.methods import method_names
 from benchmarks.presets import PRESETS
-from benchmarks.refusals import Refusal
+from benchmarks.refusals import EXIT_REFUSED, Refusal
 from benchmarks.scenarios import SCENARIOS
 
-__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs"]
+__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "MAX_SEEDS", "MAX_SEED", "MAX_TASKS", "MAX_EPOCHS",
+           "MAX_BATCH_SIZE", "MAX_IMAGE_SIZE", "MAX_PROCESSES", "MAX_THREADS"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
@@ -26,8 +27,26 @@ RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_un
             "projection_dim")
 
 
-def _int_at_least(minimum: int):
-    """An argparse type for an integer >= ``minimum`` (0 or 1)."""
+MAX_SEEDS = 1000
+"""The most seeds of ``--seeds`` (a count, or the length of a list)."""
+MAX_SEED = 2**31 - 1
+"""The largest seed value (``--seed``, ``--seeds``, ``--data-seed``)."""
+MAX_TASKS = 1000
+"""The most experiences of ``--tasks`` (the library seeds experience ids 0..999 of a run seed)."""
+MAX_EPOCHS = 10_000
+"""The most ``--epochs`` (and the latest of ``--milestones``)."""
+MAX_BATCH_SIZE = 65_536
+"""The largest ``--batch-size``."""
+MAX_IMAGE_SIZE = 4096
+"""The largest ``--image-size`` (pixels a side)."""
+MAX_PROCESSES = 256
+"""The most ``--jobs``, ``--parallel`` processes and ``--workers``."""
+MAX_THREADS = 1024
+"""The most ``--threads`` per process (also bounded by the cores with ``--jobs``)."""
+
+
+def _int_at_least(minimum: int, maximum: int):
+    """An argparse type for an integer from ``minimum`` (0 or 1) to ``maximum``."""
     kind = "a positive" if minimum == 1 else "a non-negative"
 
     def parse(text: str) -> int:
@@ -37,13 +56,14 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     return parse
 
 
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_seed_value = _int_at_least(0, MAX_SEED)
 
 
 def _bounded_float(high: float, hint: str):
@@ -68,6 +88,8 @@ def _milestones(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected comma-separated epochs, e.g. 10,15; got {text!r}") from None
     if any(e < 1 for e in epochs) or epochs != sorted(set(epochs)):
         raise argparse.ArgumentTypeError(f"milestones must be increasing positive epochs, got {text!r}")
+    if epochs and epochs[-1] > MAX_EPOCHS:
+        raise argparse.ArgumentTypeError(f"milestones must be at most {MAX_EPOCHS} (the most epochs), got {text!r}")
     return text
 
 
@@ -99,15 +121,28 @@ def _seeds(text: str) -> Tuple[int, ...]:
     if "," not in text:
         if len(values) != 1 or values[0] < 1:
             raise argparse.ArgumentTypeError(f"a seed count must be at least 1, got {text!r}")
+        if values[0] > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"a seed count must be at most {MAX_SEEDS}, got {text!r}")
         return tuple(range(values[0]))
     if not values or len(set(values)) != len(values) or min(values) < 0:
         raise argparse.ArgumentTypeError(f"seeds must be distinct non-negative integers, got {text!r}")
+    if len(values) > MAX_SEEDS or max(values) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}, got {len(values)} "
+                                         f"up to {max(values)}")
     return tuple(values)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad command line is refused as every refusal of the runner: one line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Command-line options; those left unset come from the preset."""
-    p = argparse.ArgumentParser(
+    """Command-line options; those left unset come from the preset. A bad value is refused in
+    one line on stderr, exit code 2."""
+    p = _OneLineParser(
         prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
                     "seeds,\nwriting results.csv, results.md (tables and verdicts) and plots under --out.",
@@ -120,18 +155,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="dataset loader option, e.g. train_per_class=100 (repeatable)")
     p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--tasks", type=_positive_int)
+    p.add_argument("--tasks", type=_int_at_least(1, MAX_TASKS), help=f"experiences (at most {MAX_TASKS})")
     p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
                    help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
                         "the same training, the task-IL column without training again (default: the preset's)")
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
-    p.add_argument("--image-size", type=_positive_int)
+    p.add_argument("--image-size", type=_int_at_least(1, MAX_IMAGE_SIZE),
+                   help=f"pixels a side (at most {MAX_IMAGE_SIZE})")
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
-    p.add_argument("--epochs", type=_positive_int)
+    p.add_argument("--epochs", type=_int_at_least(1, MAX_EPOCHS), help=f"epochs per experience (at most {MAX_EPOCHS})")
     p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
-    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--batch-size", type=_int_at_least(1, MAX_BATCH_SIZE), help=f"at most {MAX_BATCH_SIZE}")
     p.add_argument("--lr-tangent", type=_bounded_float(1.0, "Adam; the paper uses 1e-4 to 1e-2"),
                    help="Adam lr of the tangent methods")
     p.add_argument("--lr", type=_bounded_float(10.0, "SGD; typically 1e-3 to 1e-1"),
@@ -143,16 +179,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         f"{MAX_PROJECTION_DIM}: their statistics take 8·M² bytes)")
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
-                        "(minibatch order, new-head initialisation, random projections); default: the preset's")
-    p.add_argument("--seed", type=_non_negative_int, default=None, help="a single seed (same as --seeds SEED,)")
-    p.add_argument("--data-seed", type=_non_negative_int, default=0,
+                        "(minibatch order, new-head initialisation, random projections); default: the preset's; "
+                        f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}")
+    p.add_argument("--seed", type=_seed_value, default=None, help="a single seed (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=_seed_value, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--jobs", type=_positive_int, default=None,
+    p.add_argument("--jobs", type=_int_at_least(1, MAX_PROCESSES), default=None,
                    help="train this many (seed, method group) pairs at once, each in its own single-thread "
-                        "process (default: one per CPU core on CPU, 1 on an accelerator)")
-    p.add_argument("--threads", type=_positive_int, default=None,
-                   help="threads per process (default: the cores shared among the jobs)")
+                        "process (default: one per CPU core on CPU, 1 on an accelerator; at most "
+                        f"{MAX_PROCESSES})")
+    p.add_argument("--threads", type=_int_at_least(1, MAX_THREADS), default=None,
+                   help=f"threads per process (default: the cores shared among the jobs; at most {MAX_THREADS})")
     p.add_argument("--deterministic", action="store_true",
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
                         "whatever --jobs (across machines, see the README's reproducibility notes)")
@@ -168,11 +206,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--tune", action="store_const", const={}, default=None,
                    help="choose learning rate and epochs per tuning unit on a validation split of the training "
                         "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
-    p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--parallel", type=_int_at_least(1, MAX_PROCESSES), default=1, metavar="N",
                    help="train the experiences of TMC/TME, TMC-FC and the training-free heads in N processes "
                         "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
                         "however it is trained, so the numbers are the sequential run's (up to float rounding "
-                        "of the composition's sum)")
+                        f"of the composition's sum); at most {MAX_PROCESSES}")
     recipe = p.add_argument_group(
         "training recipe", "how the paper presets follow the authors' code (docs/paper-benchmarks.md, 'Reproducing "
         "the paper'); every paper preset sets them, the offline presets keep the defaults")
@@ -201,9 +239,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="torchvision backbones: which ImageNet weights, from torch's cache (never downloaded); "
                              "the authors used IMAGENET1K_V1")
     feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
-    feed.add_argument("--workers", type=_non_negative_int, default=None,
+    feed.add_argument("--workers", type=_int_at_least(0, MAX_PROCESSES), default=None,
                       help="DataLoader worker processes decoding images (default: one per core but one, up to 8, "
-                           "when the images are decoded per batch; 0 for cached features)")
+                           f"when the images are decoded per batch; 0 for cached features; at most {MAX_PROCESSES})")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                       help="forwards under torch.autocast in this dtype (avalanche_tmc.AutocastPlugin)")
     feed.add_argument("--decoded-cache", action="store_true",
@@ -212,9 +250,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     feed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="a line per epoch with images/s and an ETA (default: on when images are decoded per batch)")
     p.add_argument("--restart", action="store_true",
-                   help="start --out afresh: retrain method groups an earlier, interrupted run finished and replace "
-                        "the folder's results (default: resume; a run whose settings differ from the folder's is "
-                        "refused without it)")
+                   help="start --out afresh: retrain the runs and method groups an earlier run finished and replace "
+                        "the folder's results (default: resume, keeping finished runs and merging results.csv; a run "
+                        "whose settings differ from the folder's is refused without it)")
     args = p.parse_args(argv)
     if args.seed is not None and args.seeds is not None:
         p.error("give --seeds or --seed, not both")

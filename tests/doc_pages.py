@@ -2,15 +2,19 @@
 blocks, their headings and their links (shared by ``tests/test_code_blocks.py``,
 ``tests/test_docs.py``, ``tests/test_generated_blocks.py`` and ``tests/test_clean_install.py``).
 
-Fences follow CommonMark as far as these pages need it: a fence is 3 or more backticks or
-tildes, a backtick fence's info string has no backtick (else the line is inline code),
-and the closing fence is the same character, at least as long, alone on its line.
+Fences follow CommonMark, by the rules the report reads pages with
+(``benchmarks.readme_blocks.opening_fence`` / ``closes_fence``): a fence is 3 or more
+backticks or tildes indented at most 3 spaces, a backtick fence's info string has no
+backtick (else the line is inline code), and the closing fence is the same character, at
+least as long, indented at most 3 spaces, with nothing but spaces or tabs after it.
 """
 
 import re
 import unicodedata
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
+
+from benchmarks.readme_blocks import closes_fence, opening_fence
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -67,10 +71,11 @@ def fences(text: str) -> List[Tuple[int, int, str]]:
     found, start, fence, lang = [], 0, None, ""
     for number, line in enumerate(text.splitlines(), 1):
         if fence is None:
-            m = _OPENING.match(line)
-            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-                fence, start, lang = m.group(1), number, (m.group(2).split() or [""])[0].lower()
-        elif re.fullmatch(re.escape(fence[0]) + "{%d,}" % len(fence), line.strip()):
+            fence = opening_fence(line)
+            if fence is not None:
+                m = _OPENING.match(line)
+                start, lang = number, (m.group(2).split() or [""])[0].lower()
+        elif closes_fence(line, fence):
             found.append((start, number, lang))
             fence = None
     if fence is not None:

@@ -5,7 +5,7 @@ import argparse
 import textwrap
 
 from ..loggers import LOGGERS  # standard library only: keeps --help fast
-from .argtypes import POSITIVE_INT, device
+from .argtypes import BATCH_SIZE, MAX_BATCH_SIZE, device
 from .exits import EXIT_CODES
 from .loading import DEFAULT_DATA, DEFAULT_MODEL, Factories
 from .logs import LogSettings
@@ -49,8 +49,8 @@ def factory_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                        help="keyword argument of both factories (e.g. a seed both take)")
     group.add_argument("--device", default="cpu", type=device, help="torch device: cpu, cuda, cuda:N, mps, xpu")
-    group.add_argument("--eval-batch-size", type=POSITIVE_INT, default=256,
-                       help="batch size of evaluation and statistics")
+    group.add_argument("--eval-batch-size", type=BATCH_SIZE, default=256,
+                       help=f"batch size of evaluation and statistics (at most {MAX_BATCH_SIZE})")
 
 
 def output_arguments(parser: argparse.ArgumentParser, metavar: str, written: str, replaced: str) -> None:

@@ -1,6 +1,7 @@
 """``avalanche-tmc evaluate``: the accuracy of a composition on the data's test stream."""
 
 import argparse
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 from .argtypes import check_device
 from .arguments import add_command, factories_of, factory_arguments, files_argument, log_settings_of, logging_arguments
 from .exits import EXIT_OK
-from .loading import Factories
+from .loading import Factories, stdout_to_stderr
 from .logs import LogSettings, evaluator
 from .outputs import read_components, read_key
 from .strategies import Runtime, statistics_method, statistics_strategy, tangent_strategy
@@ -83,11 +84,13 @@ def evaluate_files(files: Sequence[str], factories: Factories, logging: LogSetti
 
     check_device(device)
     composition = compose_components(read_components(files, quiet, read_key(key_file)))
-    stream = factories.benchmark().test_stream
-    progress = ProgressPlugin(not quiet)
-    runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging))
-    strategy = evaluation_strategy(composition, factories.network(), factories, runtime)
-    strategy.eval(stream)
+    # with --json, whatever the data, the model or Avalanche print while evaluating goes to stderr
+    with stdout_to_stderr() if as_json else contextlib.nullcontext():
+        stream = factories.benchmark().test_stream
+        progress = ProgressPlugin(not quiet)
+        runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging, text_to_stderr=as_json))
+        strategy = evaluation_strategy(composition, factories.network(), factories, runtime)
+        strategy.eval(stream)
     rows = [dict(experience=e, samples=progress.seen[e], accuracy=progress.correct[e] / progress.seen[e])
             for e in sorted(progress.seen)]
     total = sum(r["samples"] for r in rows)

@@ -23,7 +23,8 @@ experience twice, the same content under two experience ids, files trained with 
 in the composition; or an output file that exists (without ``--overwrite``), also one that
 another process created while this one worked: of two writers exactly one succeeds."""
 EXIT_FACTORY = 5
-"""The model or data factory cannot be imported, fails, or rejects an ``--option``."""
+"""The model or data factory cannot be imported, fails, rejects an ``--option``, or calls
+``sys.exit`` (at import or when called)."""
 EXIT_TRAINING = 6
 """Training failed: it diverged, or a rank of a parallel (torchrun) run failed; or the
 process group could not be set up (an incomplete launcher environment)."""
@@ -42,7 +43,7 @@ EXIT_CODES = """exit codes:
      twice; the same content under two ids; different --weighting without --mixed-weighting;
      forgetting a file that is not in the composition); or an --out that exists, also one created
      by another process meanwhile (without --overwrite)
-  5  the model or data factory cannot be imported, fails or rejects an --option
+  5  the model or data factory cannot be imported, fails, rejects an --option or calls sys.exit
   6  training failed (diverged, or a rank of a torchrun run failed) or the torchrun set-up failed
      (e.g. WORLD_SIZE set without torchrun)
 141  the output pipe was closed (e.g. '| head'): nothing more is printed"""

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 
 from .arguments import add_command, output_arguments
 from .exits import EXIT_OK
-from .outputs import check_not_an_input, check_output, read_components, read_key
+from .outputs import check_not_an_input, check_output, read_components, read_key, shown
 
 __all__ = ["NAME", "register", "run", "forget_files"]
 
@@ -44,5 +44,5 @@ def forget_files(composition_file: str, components: Sequence[str], out: str, ove
     for component in read_components(components, quiet, key):
         composition = forget_component(composition, component)
     save_component(composition, out, overwrite=overwrite, key=key)
-    print(f"wrote {out}: experiences {composition.experiences}, total weight {composition.weight:g}")
+    print(f"wrote {shown(out)}: experiences {composition.experiences}, total weight {composition.weight:g}")
     return EXIT_OK

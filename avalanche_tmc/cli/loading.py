@@ -1,19 +1,21 @@
 """The model and data factories: named ``module:function`` or ``path/to/file.py:function``,
 loaded without the working directory on the path, called with the ``--option`` pairs."""
 
+import contextlib
 import importlib
 import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence
 
 from .exits import FactoryError, UsageError
 
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_DATA", "Factories", "parse_options", "load_factory", "call_factory"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_DATA", "Factories", "parse_options", "load_factory", "call_factory",
+           "stdout_to_stderr"]
 
 DEFAULT_MODEL = "avalanche_tmc.factories:digits_cnn"
 """``--model``'s default: a small CNN pre-trained on digits the default data leaves out."""
@@ -40,6 +42,41 @@ def parse_options(pairs: Sequence[str], flag: str = "--option") -> Dict[str, Any
     return options
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send what is printed to standard output to standard error for the block, Python's
+    ``print`` and writes to file descriptor 1 alike (a C extension, a child process): the
+    user's factories run inside it, so that the command's own output (``evaluate --json``)
+    is all standard output holds."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved: Optional[int] = None
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptors 1 or 2 to move: Python's streams only
+        if saved is not None:
+            os.close(saved)
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _exited(error: SystemExit, what: str) -> FactoryError:
+    """The error for a factory that called ``sys.exit`` (it would end the command without
+    output, with its own exit code)."""
+    return FactoryError(f"{what} called sys.exit({error.code!r}); a factory returns its model or benchmark, or raises "
+                        "an exception: remove the call to sys.exit (or exit()).")
+
+
 def load_factory(spec: str) -> Callable[..., Any]:
     """The function named by ``"module:function"`` (an importable module; the working
     directory is not searched) or ``"path/to/file.py:function"`` (that file, loaded by its
@@ -62,6 +99,8 @@ def _factory_module(name: str, function: str, spec: str) -> Any:
     """An installed (or ``PYTHONPATH``) module, imported without the working directory."""
     try:
         return importlib.import_module(name)
+    except SystemExit as error:
+        raise _exited(error, f"Importing {name!r} for factory {spec!r}") from None
     except ImportError as error:
         local = os.path.join(*name.split(".")) + ".py"
         hint = (f" The command line does not import from the working directory (a file there could shadow an "
@@ -91,6 +130,9 @@ def _factory_file(target: str, spec: str) -> Any:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as error:
+        del sys.modules[name]
+        raise _exited(error, f"Loading the factory file {target!r}") from None
     except Exception as error:  # noqa: BLE001  (any failure of the user's file is reported as such)
         del sys.modules[name]
         raise FactoryError(f"Loading the factory file {target!r} failed: {type(error).__name__}: {error}") from error
@@ -98,13 +140,18 @@ def _factory_file(target: str, spec: str) -> Any:
 
 
 def call_factory(spec: str, options: Dict[str, Any], what: str) -> Any:
-    """``load_factory(spec)(**options)``; any failure of the factory is a :class:`FactoryError`."""
-    factory = load_factory(spec)
-    try:
-        result = factory(**options)
-    except Exception as error:  # noqa: BLE001  (any failure of the user's factory is reported as such)
-        raise FactoryError(f"The {what} factory {spec} failed with options {options}: "
-                           f"{type(error).__name__}: {error}") from error
+    """``load_factory(spec)(**options)``, what it prints sent to standard error
+    (:func:`stdout_to_stderr`); any failure of the factory, a call to ``sys.exit``
+    included, is a :class:`FactoryError`."""
+    with stdout_to_stderr():
+        factory = load_factory(spec)
+        try:
+            result = factory(**options)
+        except SystemExit as error:
+            raise _exited(error, f"The {what} factory {spec}") from None
+        except Exception as error:  # noqa: BLE001  (any failure of the user's factory is reported as such)
+            raise FactoryError(f"The {what} factory {spec} failed with options {options}: "
+                               f"{type(error).__name__}: {error}") from error
     return result
 
 

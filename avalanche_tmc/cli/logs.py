@@ -30,11 +30,13 @@ def speaks(settings: LogSettings, rank: int) -> bool:
     return rank == 0 or settings.all_ranks
 
 
-def evaluator(settings: LogSettings, rank: int = 0, world: int = 1) -> Optional["EvaluationPlugin"]:
+def evaluator(settings: LogSettings, rank: int = 0, world: int = 1,
+              text_to_stderr: bool = False) -> Optional["EvaluationPlugin"]:
     """Avalanche's ``EvaluationPlugin`` with accuracy and loss metrics (per epoch, experience
     and stream) sent to the ``--logger`` loggers; None (no metrics) without ``--logger``.
     Files go under ``--log-dir`` (``rank-<r>/`` per process of a torchrun job); text goes
-    to stdout from the processes that print (:func:`speaks`); WandB runs offline
+    to stdout from the processes that print (:func:`speaks`), to stderr with
+    ``text_to_stderr`` (a command whose stdout is JSON); WandB runs offline
     (``WANDB_MODE=offline`` unless set), its files in ``--log-dir/wandb``."""
     names = list(dict.fromkeys(settings.loggers))
     if not names:
@@ -53,7 +55,8 @@ def evaluator(settings: LogSettings, rank: int = 0, world: int = 1) -> Optional[
     log_dir = settings.log_dir if world == 1 else os.path.join(settings.log_dir, f"rank-{rank}")
     # appended to: a silo that trains one experience per call keeps every call's rows
     loggers = make_loggers(names, log_dir, f"{settings.command}-rank{rank}",
-                           text_stream=sys.stdout if speaks(settings, rank) else None, resume=True)
+                           text_stream=(sys.stderr if text_to_stderr else sys.stdout) if speaks(settings, rank)
+                           else None, resume=True)
     metrics = dict(epoch=True, experience=True, stream=True)
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
 

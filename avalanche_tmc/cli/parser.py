@@ -10,11 +10,11 @@ import importlib
 import pkgutil
 import textwrap
 from types import ModuleType
-from typing import Dict
+from typing import Dict, NoReturn
 
 from .exits import EXIT_CODES
 
-__all__ = ["COMMANDS", "command_modules", "build_parser"]
+__all__ = ["COMMANDS", "command_modules", "build_parser", "OneLineParser"]
 
 
 def command_modules() -> Dict[str, ModuleType]:
@@ -36,9 +36,18 @@ COMMANDS: Dict[str, ModuleType] = command_modules()
 """Command name -> its module (``register(commands)`` adds its subparser, ``run(args)`` runs it)."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusal of a command line is one line on stderr (exit code 2,
+    ``EXIT_USAGE``), as every other refusal of the command line: the usage is ``--help``'s."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE`` (one line) and exit with code 2."""
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``avalanche-tmc`` argument parser."""
-    parser = argparse.ArgumentParser(
+    """The ``avalanche-tmc`` argument parser (its subparsers are :class:`OneLineParser` too)."""
+    parser = OneLineParser(
         prog="avalanche-tmc", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=textwrap.fill(
                     "Train tangent components (or head statistics) one experience at a time, in separate places, "

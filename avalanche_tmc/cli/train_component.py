@@ -6,7 +6,21 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
-from .argtypes import POSITIVE_FLOAT, POSITIVE_INT, check_device, experience_id
+from .argtypes import (
+    BATCH_SIZE,
+    EPOCHS,
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_EXPERIENCE_ID,
+    MAX_PROJECTION_DIM,
+    MAX_SEED,
+    POSITIVE_FLOAT,
+    PROJECTION_DIM,
+    SEED,
+    TIMEOUT,
+    check_device,
+    experience_id,
+)
 from .arguments import (
     add_command,
     factories_of,
@@ -18,7 +32,7 @@ from .arguments import (
 from .exits import EXIT_OK, UsageError
 from .loading import Factories
 from .logs import LogSettings, evaluator, gather_written, speaks
-from .outputs import check_output, check_writable, read_key
+from .outputs import check_output, check_writable, read_key, shown
 from .strategies import Runtime, TangentTraining, methods, strategy_for_method
 
 __all__ = ["NAME", "TrainJob", "register", "run", "train_component"]
@@ -37,7 +51,8 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
         "--nproc_per_node=N' to share the experiences among N processes (gloo on CPU, NCCL on GPU); "
         "each process writes the files of the experiences it trained.")
     train.add_argument("--experience", nargs="+", required=True, metavar="ID", type=experience_id,
-                       help="experience ids (indices of the training stream) this silo trains, or 'all'")
+                       help=f"experience ids (indices of the training stream, 0 to {MAX_EXPERIENCE_ID}) this silo "
+                            "trains, or 'all'")
     train.add_argument("--method", choices=methods(), default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
@@ -47,20 +62,24 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                             "library's default (avalanche_tmc.DEFAULT_LR) is the paper's 1e-4, which does no harm "
                             "to a trained network of your own, where 1e-2 can wreck it (a LossIncreaseWarning "
                             "then says so). Choose it on a validation split")
-    train.add_argument("--epochs", type=POSITIVE_INT, default=5,
+    train.add_argument("--epochs", type=EPOCHS, default=5,
                        help="epochs per experience, the strategies' train_epochs (tangent methods; the default 5 "
-                            "suits the default --model; in Python train_epochs keeps Avalanche's default, 1)")
-    train.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="training batch size (tangent methods)")
+                            "suits the default --model; in Python train_epochs keeps Avalanche's default, 1; at most "
+                            f"{MAX_EPOCHS})")
+    train.add_argument("--batch-size", type=BATCH_SIZE, default=32,
+                       help=f"training batch size (tangent methods; at most {MAX_BATCH_SIZE})")
     train.add_argument("--beta", type=POSITIVE_FLOAT, default=25.0,
                        help="RSL target: 25 class/task-incremental, 5 data")
     train.add_argument("--weighting", choices=("mean", "samples"), default="mean",
                        help="component weight: 1 each, or the experience's sample count")
-    train.add_argument("--projection-dim", type=POSITIVE_INT, default=2000, help="random features of --method ranpac")
-    train.add_argument("--seed", type=int, default=0,
+    train.add_argument("--projection-dim", type=PROJECTION_DIM, default=2000,
+                       help=f"random features of --method ranpac (at most {MAX_PROJECTION_DIM})")
+    train.add_argument("--seed", type=SEED, default=0,
                        help="experience e trains with torch.manual_seed(1000 * seed + e) "
-                            "(avalanche_tmc.experience_seed): the same file wherever it runs")
-    train.add_argument("--timeout", type=POSITIVE_FLOAT, default=3600.0,
-                       help="under torchrun: seconds a process waits for the others before failing")
+                            "(avalanche_tmc.experience_seed): the same file wherever it runs; 0 to "
+                            f"{MAX_SEED}")
+    train.add_argument("--timeout", type=TIMEOUT, default=3600.0,
+                       help="under torchrun: seconds a process waits for the others before failing (at most a week)")
     output_arguments(train, "DIR", "directory for the component files", "existing component files")
     factory_arguments(train)
     logging_arguments(train, ranks=True)
@@ -154,10 +173,10 @@ def train_component(job: TrainJob, factories: Factories, logging: LogSettings) -
         if failure is not None:
             raise failure
         # rank 0 lists every process's files; with --all-ranks each process lists its own
-        shown = list(enumerate(everyone)) if rank == 0 and not logging.all_ranks else [(rank, written)]
-        for r, files in shown if speaks(logging, rank) else []:
+        listed = list(enumerate(everyone)) if rank == 0 and not logging.all_ranks else [(rank, written)]
+        for r, files in listed if speaks(logging, rank) else []:
             for path in files or []:
-                print(f"wrote {path}" + (f" (rank {r})" if world > 1 else ""))
+                print(f"wrote {shown(path)}" + (f" (rank {r})" if world > 1 else ""))  # control characters escaped
         if rank == 0 and world > 1:
             print(f"{len(wanted)} experiences on {world} processes: " + "; ".join(
                 f"rank {r}: {ids}" for r, ids in report.assignment.items()))

@@ -136,6 +136,8 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
                               f"keep_components={learned.keep_components}.")
     _check_learned_members(members, shown)
     total, parts = _learned_tensors(tensors, members, keep, strategy, shown)
+    if keep and members:
+        _check_kept_members(total, parts, members, getattr(learned, "scaled", True), shown)
     if members:
         device = learner_device(strategy)  # read on the CPU, put where the strategy learns
         total = OrderedDict((n, t.to(device)) for n, t in total.items())
@@ -225,6 +227,53 @@ def _learned_tensors(tensors: Dict[str, "torch.Tensor"], members: List[Dict[str,
             raise CheckpointError(f"{shown}: {what} does not fit the strategy's model: {why}. The strategy was left "
                                   "as it was.") from None
     return total, {members[i]["key"]: part for i, part in indexed.items()}
+
+
+def _check_kept_members(total: _Tensors, parts: Dict[Any, _Tensors], members: List[Dict[str, Any]], scaled: bool,
+                        shown: str) -> None:
+    """Every kept member against what the file records of it (finite tensors, its
+    checksum) and all of them against the recorded sum (``Σ w·member``, or ``Σ member``
+    when the composition is not ``scaled``), up to float rounding: a member edited with its
+    hashes recomputed (all-NaN, tripled) is refused, named."""
+    from ..composition.additive import tensors_sha256
+
+    for member in members:
+        part, name = parts[member["key"]], _shown(repr(member["key"]))
+        bad = [n for n, t in part.items() if not bool(torch.isfinite(t).all())]
+        if bad:
+            raise CheckpointError(f"{shown}: kept member {name} is not finite (NaN or inf in {_shown(bad[:3])}): "
+                                  "the file is corrupted or edited. The strategy was left as it was.")
+        if tensors_sha256(part) != member["checksum"]:
+            raise CheckpointError(f"{shown}: kept member {name}'s tensors do not match its recorded checksum: the "
+                                  "file is corrupted or edited. The strategy was left as it was.")
+    factors = {m["key"]: float(m["weight"]) if scaled else 1.0 for m in members}
+    eps = max(torch.finfo(t.dtype).eps if t.is_floating_point() else 0.0 for t in total.values()) if total else 0.0
+    rtol = max(1e-4, 64 * len(members) * eps)
+    dots = {key: 0.0 for key in factors}
+    norms = {key: 0.0 for key in factors}
+    differs: List[str] = []
+    residual = 0.0
+    for tensor_name, value in total.items():
+        contributions = {key: factors[key] * parts[key][tensor_name].double() for key in factors}
+        expected = sum(contributions.values())
+        scale = sum(c.abs() for c in contributions.values()) + value.double().abs()
+        diff = expected - value.double()
+        if bool((diff.abs() > rtol * scale + 1e-12).any()):
+            differs.append(tensor_name)
+        residual += float((diff * diff).sum())
+        for key, c in contributions.items():
+            dots[key] += float((diff * c).sum())
+            norms[key] += float((c * c).sum())
+    if not differs:
+        return
+    # the member most aligned with the difference (a scaled member is exactly aligned with it)
+    cosine = {key: abs(dots[key]) / math.sqrt(norms[key] * residual) if norms[key] and residual else 0.0
+              for key in factors}
+    suspect = max(cosine, key=cosine.get) if cosine else None
+    which = (f"kept member {_shown(repr(suspect))} does not add up with the others" if suspect is not None
+             and cosine[suspect] > 0.9 else f"its kept members {_shown(repr(list(factors)))} do not add up")
+    raise CheckpointError(f"{shown}: {which} to the recorded sum (in {_shown(differs[:3])}): a member or the sum "
+                          "was edited, with its checksums recomputed. The strategy was left as it was.")
 
 
 def _check_version(version: Any, shown: str) -> None:

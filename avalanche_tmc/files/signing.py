@@ -35,10 +35,16 @@ def read_key_file(path: str) -> bytes:
     """The shared key held in file ``path`` (its bytes, a trailing newline removed; 16 bytes
     to 64 KiB). Raises :class:`ComponentFileError` when it cannot be used: unreadable, too
     short, or larger than 64 KiB (refused, never cut: a key read in part would not match
-    the files signed with all of it). Warns, once per file, when other users can read it."""
-    try:
-        with open(path, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
+    the files signed with all of it), or not a regular file (a FIFO, a device or a directory
+    is refused without blocking). Warns, once per file, when other users can read it."""
+    try:  # as component files are read: regular files only (a FIFO or a device never blocks), bounded
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise ComponentFileError(f"key file {_shown(path)}: not a regular file (a FIFO, a device or a "
+                                     "directory); give the file that holds the key.")
+        with os.fdopen(fd, "rb") as f:
             key = f.read(_MAX_KEY + 3).rstrip(b"\r\n")
     except OSError as error:
         raise ComponentFileError(f"key file {_shown(path)}: cannot be read ({_shown(error.strerror or error)}).") \

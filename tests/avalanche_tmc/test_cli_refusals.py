@@ -71,6 +71,31 @@ def test_bad_values_are_usage_errors_naming_what_is_allowed(tmp_path, capsys, fl
     assert allowed in err and flag in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--epochs", "10001", "<= 10000"), ("--batch-size", "65537", "<= 65536"),
+    ("--eval-batch-size", "100000000", "<= 65536"), ("--projection-dim", "100001", "<= 100000"),
+    ("--seed", "2147483648", "<= 2147483647"), ("--seed", "-1", ">= 0"), ("--seed", "1" + "0" * 40, "<= 2147483647"),
+    ("--timeout", "1e300", "a week"), ("--experience", "1000", "at most 999"),
+])
+def test_counts_beyond_their_documented_bound_are_usage_errors(tmp_path, capsys, flag, value, allowed):
+    """Issue 42, class 4: every count-like option has an upper bound (docs/reliability.md), refused
+    in one line with exit 2 before anything is built."""
+    with pytest.raises(SystemExit) as exit_info:
+        _train(flag, value, out=tmp_path)
+    assert exit_info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert allowed in err and flag in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("avalanche-tmc train-component: error: ")
+
+
+def test_the_bounds_of_the_command_line_are_the_librarys():
+    from avalanche_tmc.cli import argtypes
+    from avalanche_tmc.training.seeding import EXPERIENCES_PER_SEED
+
+    assert argtypes.MAX_EXPERIENCE_ID == EXPERIENCES_PER_SEED - 1
+    assert argtypes.EPOCHS("10000") == 10000 and argtypes.SEED("2147483647") == 2**31 - 1
+
+
 def test_repeated_experiences_and_missing_devices_are_usage_errors(tmp_path, capsys):
     assert main(["train-component", "--experience", "1", "1", "--out", str(tmp_path), *NEVER]) == EXIT_USAGE
     assert "more than once" in capsys.readouterr().err
@@ -337,3 +362,112 @@ def test_a_missing_device_is_refused_before_avalanche_is_imported(tmp_path):
     assert done.returncode == EXIT_USAGE, done.stderr
     assert "no such device" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout  # no Avalanche module was imported
+
+
+# ---------------------------------------------------------------------------- issue 42, class 8
+
+TINY_FACTORIES = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data",
+                  "tests.avalanche_tmc.cli_factories:data", "--option", "tasks=3", "--quiet"]
+
+
+@pytest.fixture()
+def stats_files(tmp_path):
+    """Two training-free component files of the tiny digits factories (fast to train) and their composition."""
+    silo = tmp_path / "silo"
+    assert main(["train-component", "--experience", "0", "1", "--method", "stats-ridge", "--out", str(silo),
+                 *TINY_FACTORIES]) == EXIT_OK
+    assert main(["compose", str(silo), "--out", str(tmp_path / "composed.safetensors")]) == EXIT_OK
+    return silo, tmp_path / "composed.safetensors"
+
+
+def test_forget_and_train_component_print_paths_with_control_characters_escaped(tmp_path, stats_files, capsys):
+    silo, composed = stats_files
+    capsys.readouterr()
+    crafted = tmp_path / "out\x1b[2J\x07.safetensors"
+    assert main(["forget", str(composed), str(silo / "experience-1.safetensors"), "--out", str(crafted)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "out\\x1b[2J\\x07.safetensors" in out
+    silo2 = tmp_path / "silo\x1b]0;owned\x07"
+    assert main(["train-component", "--experience", "2", "--method", "stats-ridge", "--out", str(silo2),
+                 *TINY_FACTORIES]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "wrote" in out and "\x1b" not in out and "\x07" not in out and "silo\\x1b]0;owned\\x07" in out
+
+
+def _talking_factories(tmp_path):
+    path = tmp_path / "talking.py"
+    path.write_text("import os\nfrom tests.avalanche_tmc import cli_factories\n"
+                    "print('loading the factories')\n"
+                    "def model(**options):\n"
+                    "    print('building the model', flush=True)\n"
+                    "    os.write(1, b'from file descriptor 1\\n')\n"
+                    "    net = cli_factories.model(**options)\n"
+                    "    net.register_forward_pre_hook(lambda *_: print('a forward while evaluating'))\n"
+                    "    return net\n"
+                    "def data(**options):\n"
+                    "    print('loading the data')\n"
+                    "    return cli_factories.data(**options)\n")
+    return ["--model", f"{path}:model", "--data", f"{path}:data", "--option", "tasks=3", "--quiet"]
+
+
+def test_evaluate_json_stdout_holds_only_the_json_when_a_factory_prints(tmp_path, stats_files, capfd):
+    _, composed = stats_files
+    capfd.readouterr()
+    assert main(["evaluate", str(composed), "--json", *_talking_factories(tmp_path)]) == EXIT_OK
+    out, err = capfd.readouterr()
+    report = json.loads(out)  # nothing but the JSON
+    assert report["experiences"] == [0, 1]
+    for said in ("loading the factories", "building the model", "from file descriptor 1", "loading the data",
+                 "a forward while evaluating"):
+        assert said in err
+    print("after")  # standard output is back where it was
+    assert capfd.readouterr().out == "after\n"
+    assert main(["evaluate", str(composed), "--json", "--logger", "text", "--log-dir", str(tmp_path / "logs"),
+                 *_talking_factories(tmp_path)]) == EXIT_OK
+    out, err = capfd.readouterr()
+    assert json.loads(out)["experiences"] == [0, 1] and "Top1_Acc" in err  # Avalanche's text logger on stderr
+
+
+@pytest.mark.parametrize("where", ["model", "data", "import"])
+@pytest.mark.parametrize("code", ["0", "3", "None"])
+def test_a_factory_calling_sys_exit_is_a_factory_error(tmp_path, stats_files, capsys, where, code):
+    """A factory calling sys.exit(0) ended the command with exit 0 and nothing written."""
+    _, composed = stats_files
+    path = tmp_path / "exiting.py"
+    path.write_text("import sys\nfrom tests.avalanche_tmc import cli_factories\n"
+                    + (f"sys.exit({code})\n" if where == "import" else "")
+                    + f"def model(**options):\n    {'sys.exit(' + code + ')' if where == 'model' else 'pass'}\n"
+                    "    return cli_factories.model(**options)\n"
+                    f"def data(**options):\n    {'sys.exit(' + code + ')' if where == 'data' else 'pass'}\n"
+                    "    return cli_factories.data(**options)\n")
+    factories = ["--model", f"{path}:model", "--data", f"{path}:data", "--option", "tasks=3", "--quiet"]
+    capsys.readouterr()
+    assert main(["evaluate", str(composed), "--json", *factories]) == EXIT_FACTORY
+    out, err = capsys.readouterr()
+    assert out == "" and f"called sys.exit({code})" in err and "remove the call to sys.exit" in err
+    assert main(["train-component", "--experience", "2", "--method", "stats-ridge", "--out", str(tmp_path / "o"),
+                 *factories]) == EXIT_FACTORY
+    assert not (tmp_path / "o" / "experience-2.safetensors").exists()
+
+
+@pytest.mark.parametrize("how", ["--key-file", "environment"])
+def test_a_fifo_key_file_is_an_unusable_file_not_a_hang(tmp_path, files, capsys, monkeypatch, how):
+    """Issue 42, class 4: a FIFO named as the key file blocked the command for ever."""
+    import threading
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    extra = ["--key-file", str(fifo)] if how == "--key-file" else []
+    if how == "environment":
+        monkeypatch.setenv("AVALANCHE_TMC_KEY_FILE", str(fifo))
+    codes = []
+    thread = threading.Thread(target=lambda: codes.append(
+        main(["compose", str(files), "--out", str(tmp_path / "c.safetensors"), *extra])), daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():  # blocked opening the FIFO: let it go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+        pytest.fail("the command blocked on a FIFO key file")
+    assert codes == [EXIT_BAD_FILE]
+    assert "not a regular file" in capsys.readouterr().err and not (tmp_path / "c.safetensors").exists()

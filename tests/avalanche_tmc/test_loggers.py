@@ -118,3 +118,78 @@ def test_a_pickled_logger_reopens_its_files_for_appending(tmp_path):
     copy.close()
     rows = _rows(tmp_path / "training_results.csv")
     assert rows[0][0] == "training_exp" and [r[1] for r in rows[1:]] == ["1", "2"]
+
+
+# ---------------------------------------------------------------------------- issue 42, class 3: one writer at a time
+
+
+def _in_thread(call):
+    import threading
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(0.5)
+    return thread
+
+
+def test_a_resume_never_cuts_a_row_another_writer_is_appending(tmp_path):
+    """A writer holding the file's lock is mid-row (no newline yet): a logger opened meanwhile
+    waits for it instead of dropping the row as if a crash had cut it."""
+    import fcntl
+    import os
+
+    AppendingCSVLogger(str(tmp_path)).close()
+    path = tmp_path / "eval_results.csv"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, b"1,0,0.5000")  # the other writer's row, half written
+        opened = []
+        thread = _in_thread(lambda: opened.append(AppendingCSVLogger(str(tmp_path))))
+        assert thread.is_alive() and not opened  # waiting for the lock
+        assert path.read_text().endswith("1,0,0.5000")  # nothing cut
+        os.write(fd, b",1.2500,0\n")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    thread.join(10)
+    assert opened
+    opened[0].print_eval_metrics(2, 0, 0.25, 2.0, 0)
+    opened[0].close()
+    assert _rows(path)[1:] == [["1", "0", "0.5000", "1.2500", "0"], ["2", "0", "0.2500", "2.0000", "0"]]
+
+
+def test_every_row_is_appended_whole_under_the_lock(tmp_path):
+    import fcntl
+    import os
+
+    logger = AppendingCSVLogger(str(tmp_path))
+    path = tmp_path / "training_results.csv"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process is writing
+        thread = _in_thread(lambda: logger.print_train_metrics(0, 1, 0.5, 0, 3.0, 0))
+        assert thread.is_alive() and len(_rows(path)) == 1  # the row waits, not written in pieces
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    thread.join(10)
+    other = AppendingCSVLogger(str(tmp_path))  # two writers: their rows stay whole
+    for epoch in range(5):
+        logger.print_train_metrics(0, epoch, 0.5, 0, 3.0, 0)
+        other.print_train_metrics(1, epoch, 0.25, 0, 2.0, 0)
+    logger.close()
+    other.close()
+    rows = _rows(path)
+    assert all(len(r) == 6 for r in rows) and len(rows) == 1 + 1 + 10
+
+
+def test_a_row_cut_by_a_writer_that_crashed_meanwhile_is_dropped_before_the_next_row(tmp_path):
+    """Another writer died mid-row after this logger opened the file: the next row is not glued onto it."""
+    logger = AppendingCSVLogger(str(tmp_path))
+    path = tmp_path / "eval_results.csv"
+    with open(path, "a") as other:
+        other.write("9,9,0.99")  # a crashed writer's half row
+    logger.print_eval_metrics(1, 0, 0.25, 2.0, 0)
+    logger.close()
+    assert _rows(path)[1:] == [["1", "0", "0.2500", "2.0000", "0"]]

@@ -106,8 +106,14 @@ def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path
         (r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in uninterrupted
     ]
     assert not os.path.exists(os.path.join(out, "progress"))  # a finished run leaves no progress behind
-    run.main(args + ["--out", out])  # so a re-run trains everything again
-    assert retrained[-2:] == [trained[0], retrained[0]]
+    trained_before = list(retrained)
+    again = run.main(args + ["--out", out])  # the same command on the finished folder: kept, nothing retrains
+    assert retrained == trained_before
+    assert again == resumed
+    with open(os.path.join(out, "results.csv")) as f:
+        assert len(list(csv.DictReader(f))) == len(resumed)
+    run.main(args + ["--out", out, "--restart"])  # --restart starts over
+    assert retrained[len(trained_before):] and set(retrained[len(trained_before):]) == set(trained + retrained[:1])
 
 
 def test_runner_steps_take_explicit_parameters():

@@ -24,3 +24,31 @@ def test_spread_over_the_seeds_both_machines_ran(tmp_path):
     table = spread_table(read_spread_csv(path))
     assert "| Soup | 42.0 vs 42.5 (≤ 3.0) |" in table and "on here vs there" in table
     assert generated_block(path) == table
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda line: line.replace(",0.42,", ",nan,", 1), "line 3: mean_a is 'nan', not a fraction"),
+    (lambda line: line.replace(",0.42,", ",4.2,", 1), "line 3: mean_a is '4.2', not a fraction"),
+    (lambda line: line.replace(",0.42,", ",x,", 1), "line 3: a value that is not a number"),
+])
+def test_a_spread_file_with_a_bad_accuracy_is_refused_naming_its_line(tmp_path, edit, message):
+    """Issue 42, class 5: the report reads a machine comparison as strictly as a results file."""
+    from benchmarks.results_io import ReportFileError
+
+    here = _rows({"tmc": {0: 0.50}, "soup": {0: 0.42}})
+    path = write_spread_csv(machine_spread(here, here, "here", "there"), tmp_path / "spread.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + [edit(lines[2])] + lines[3:]))
+    with pytest.raises(ReportFileError, match=message):
+        generated_block(path)
+
+
+def test_a_spread_file_with_a_duplicated_row_is_refused(tmp_path):
+    from benchmarks.results_io import ReportFileError
+
+    here = _rows({"tmc": {0: 0.50}})
+    path = write_spread_csv(machine_spread(here, here, "here", "there"), tmp_path / "spread.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + lines[1:]))
+    with pytest.raises(ReportFileError, match="line 3: a duplicate of line 2"):
+        generated_block(path)

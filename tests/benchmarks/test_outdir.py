@@ -199,3 +199,54 @@ def test_the_runner_killed_after_its_first_run_leaves_a_report_that_says_what_is
     with pytest.raises(Refusal, match="other settings"):
         run.main(["--preset", "offline", "--out", out, "--data-seed", "1"])
     assert _status(out)["complete"]
+
+
+# ---------------------------------------------------------------------------- issue 42, class 2: re-runs
+
+
+def test_a_finished_folder_is_kept_and_its_results_csv_never_loses_rows(tmp_path, monkeypatch):
+    """The same command on a finished folder trains nothing and returns the same rows; a
+    re-run that does train (its run records gone, as in a folder of an earlier version) and
+    is killed after its first run leaves results.csv with every row it held (merged, never
+    fewer); --restart trains everything again."""
+    from benchmarks import run
+
+    out = str(tmp_path / "out")
+    trained = []
+
+    def run_one(config, options, out_dir):
+        trained.append(config.label)
+        return [dict(row, accuracy=0.5 + len(trained) / 100) for row in _rows(config)], []
+
+    monkeypatch.setattr(run, "preflight", lambda runs, options: None)
+    monkeypatch.setattr(run, "run_one", run_one)
+    first = run.main(["--preset", "offline", "--out", out])
+    assert len(trained) == 2
+    held = report.read_csv(os.path.join(out, "results.csv"))
+
+    again = run.main(["--preset", "offline", "--out", out])  # finished: kept, nothing trains
+    assert len(trained) == 2 and again == first
+    assert report.read_csv(os.path.join(out, "results.csv")) == held
+
+    import shutil
+
+    shutil.rmtree(os.path.join(out, outdir.RUNS_DIR))
+
+    def killed_at_second_run(config, options, out_dir):
+        if len(trained) > 2:
+            raise KeyboardInterrupt
+        return run_one(config, options, out_dir)
+
+    monkeypatch.setattr(run, "run_one", killed_at_second_run)
+    with pytest.raises(KeyboardInterrupt):
+        run.main(["--preset", "offline", "--out", out])
+    assert len(trained) == 3
+    merged = report.read_csv(os.path.join(out, "results.csv"))
+    assert len(merged) == len(held)  # the first run's rows replaced by the new ones, the second's kept
+    assert {r["dataset"]: r["accuracy"] for r in merged} == {"mnist_like_30": 0.53, "emoji_styles": 0.52}
+
+    monkeypatch.setattr(run, "run_one", run_one)
+    run.main(["--preset", "offline", "--out", out, "--restart"])  # asked for: both train again
+    assert len(trained) == 5
+    assert {r["dataset"]: r["accuracy"] for r in report.read_csv(os.path.join(out, "results.csv"))} == {
+        "mnist_like_30": 0.54, "emoji_styles": 0.55}

@@ -355,6 +355,62 @@ def test_a_cut_tuning_or_variance_file_is_refused(tmp_path):
         report.generated_block(path)
 
 
+# ---------------------------------------------------------------------------- issue 42, class 5
+
+
+@pytest.mark.parametrize("accuracy", ["nan", "inf", "-inf", "-0.01", "1.5", "46"])
+def test_an_accuracy_that_is_not_a_fraction_is_refused_naming_its_line(tmp_path, capsys, accuracy):
+    """NaN, infinite or out-of-range accuracies were averaged into the table (and bolded as the best)."""
+    path = report.write_csv(_two_method_rows(), tmp_path / "results.csv")
+    path.write_text(path.read_text().replace("0.46", accuracy, 1))
+    with pytest.raises(report.ReportFileError, match=r"results\.csv, line 3: accuracy is .*not a fraction in \[0, 1\]"):
+        report.read_csv(path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "results.csv, line 3" in err and "Traceback" not in err
+    assert not (tmp_path / "results.md").exists()
+
+
+def test_the_bounds_of_an_accuracy_are_accepted(tmp_path):
+    rows = report.read_csv(report.write_csv(_seed_rows([0.0, 1.0, 0.5]), tmp_path / "results.csv"))
+    assert [r["accuracy"] for r in rows] == [0.0, 1.0, 0.5]
+
+
+def test_a_duplicated_row_is_refused_naming_both_lines(tmp_path, capsys):
+    """Duplicates were averaged into the table while the verdicts paired by seed."""
+    path = report.write_csv(_two_method_rows(), tmp_path / "results.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines + [lines[2].replace("0.46", "0.99")]))  # seed 1 of TMC again, another accuracy
+    with pytest.raises(report.ReportFileError, match=r"results\.csv, line 7: a duplicate of line 3"):
+        report.read_csv(path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2 and "line 7: a duplicate of line 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, message", [
+    ("head,0,tmc,0.40,variance\nhead,1,tmc,nan,variance\n", "line 3: accuracy is 'nan'"),
+    ("head,0,tmc,0.40,variance\nhead,1,tmc,1.2,variance\n", "line 3: accuracy is '1.2'"),
+    ("head,0,tmc,0.40,variance\nhead,0,tmc,0.41,variance\n", "line 3: a duplicate of line 2"),
+    ("head,0,tmc,0.40,variance\nhead,1,tmc,x,variance\n", "line 3: accuracy is 'x', not a number"),
+])
+def test_a_variance_file_with_a_bad_accuracy_or_a_duplicate_is_refused(tmp_path, body, message):
+    path = tmp_path / "variance.csv"
+    path.write_text("protocol,seed,method,accuracy,kind\n" + body)
+    with pytest.raises(report.ReportFileError, match=message):
+        report.generated_block(path)
+
+
+def test_a_tuning_file_with_a_bad_validation_accuracy_is_refused(tmp_path):
+    trials = [dict(dataset="d", scenario="class", tasks=2, regime="from b", family="tangent", lr=lr, epochs=5,
+                   validation_accuracy=acc, chosen="no", edge="", rows="") for lr, acc in ((1e-3, 0.4), (1e-2, "inf"))]
+    report.write_tuning_csv(trials, tmp_path / "tuning.csv")
+    with pytest.raises(report.ReportFileError, match=r"tuning\.csv, line 3: validation_accuracy is 'inf'"):
+        report.generated_block(tmp_path / "tuning.csv")
+
+
 BEGIN_R = "<!-- generated from results/r.csv by: python -m benchmarks.report results/r.csv --readme README.md -->"
 BEGIN_S = "<!-- generated from results/s.csv by: python -m benchmarks.report results/s.csv --readme README.md -->"
 
@@ -385,6 +441,41 @@ def test_markers_quoted_in_a_fenced_code_example_are_not_a_block(tmp_path):
     with pytest.raises(ValueError, match="no block generated from results/r.csv"):
         report.update_readme(only_example, "results/r.csv", _block(tmp_path))
     assert only_example.read_bytes() == before
+
+
+@pytest.mark.parametrize("fence, inner", [
+    ("```", "    ```"),  # indented 4 spaces: content, not the closing fence
+    ("```", "\t```"),  # a tab is 4 columns of indentation
+    ("```", "``` not the end"),  # text after it
+    ("````", "```"),  # shorter than the opening fence
+    ("```", "~~~"),  # the other character
+    ("~~~", "    ~~~"),
+    ("~~~~", "~~~ x"),
+    ("~~~", "```"),
+])
+def test_a_fence_marker_quoted_inside_a_code_block_does_not_end_it(tmp_path, fence, inner):
+    """Issue 42, class 6: CommonMark's closing fence (at most 3 spaces of indentation, the
+    same character at least as many times, nothing but spaces after it); a line that is
+    content of the code block left the quoted markers after it read as a block."""
+    from tests.doc_pages import fences
+
+    example = f"{fence}markdown\n{inner}\n{BEGIN_R}\nquoted\n{report.GENERATED_END}\n{fence}\n"
+    readme = _page(tmp_path, f"# x\n\n{example}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
+    assert [b[0] for b in report.find_generated_blocks(readme.read_text())] == [9]  # 0-based: line 10
+    assert [(start, end) for start, end, _ in fences(readme.read_text())] == [(3, 8)]
+    report.update_readme(readme, "results/r.csv", _block(tmp_path))
+    text = readme.read_text()
+    assert example in text and "stale" not in text and text.count("41.0 ± 4.6") == 1
+
+
+@pytest.mark.parametrize("fence, closing", [("```", "   ```"), ("```", "```   "), ("```", "`````"),
+                                            ("~~~", "  ~~~~ \t"), ("````", "````")])
+def test_a_closing_fence_may_be_indented_3_spaces_longer_and_followed_by_spaces(tmp_path, fence, closing):
+    from benchmarks.readme_blocks import closes_fence
+
+    assert closes_fence(closing, fence)
+    readme = _page(tmp_path, f"{fence}\ncode\n{closing}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
+    assert [b[0] for b in report.find_generated_blocks(readme.read_text())] == [3]
 
 
 def test_every_block_generated_from_one_file_is_rewritten(tmp_path):

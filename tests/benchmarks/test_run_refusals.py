@@ -28,6 +28,44 @@ def test_runner_refuses_bad_arguments(argv, message, capsys):
     assert re.search(message, capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "100000000"], "a seed count must be at most 1000"),
+    (["--seeds", "1001"], "a seed count must be at most 1000"),
+    (["--seeds", ",".join(map(str, range(1001)))], "at most 1000 seeds"),
+    (["--seeds", "0,2147483648"], "each at most 2147483647"),
+    (["--seed", "2147483648"], "--seed: must be at most 2147483647"),
+    (["--data-seed", "99999999999"], "--data-seed: must be at most 2147483647"),
+    (["--tasks", "1001"], "--tasks: must be at most 1000"),
+    (["--epochs", "10001"], "--epochs: must be at most 10000"),
+    (["--milestones", "5,10001"], "milestones must be at most 10000"),
+    (["--batch-size", "65537"], "--batch-size: must be at most 65536"),
+    (["--image-size", "4097"], "--image-size: must be at most 4096"),
+    (["--jobs", "257"], "--jobs: must be at most 256"),
+    (["--threads", "1025"], "--threads: must be at most 1024"),
+    (["--parallel", "257"], "--parallel: must be at most 256"),
+    (["--workers", "257"], "--workers: must be at most 256"),
+])
+def test_runner_refuses_counts_beyond_their_documented_bound(argv, message, capsys):
+    """Issue 42, class 4: --seeds 100000000 allocated gigabytes and never answered; every
+    count-like option has an upper bound (docs/benchmarks.md), a usage error (exit 2)."""
+    from benchmarks import run
+
+    with pytest.raises(SystemExit) as exit_info:
+        run.parse_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and err.count("\n") == 1 and err.startswith("python -m benchmarks.run: error: ")
+
+
+def test_runner_accepts_counts_at_their_bound():
+    from benchmarks import run
+    from benchmarks.run_args import MAX_EPOCHS, MAX_SEEDS, MAX_TASKS
+
+    args = run.parse_args(["--seeds", str(MAX_SEEDS), "--tasks", str(MAX_TASKS), "--epochs", str(MAX_EPOCHS),
+                           "--data-seed", "2147483647"])
+    assert (len(args.seeds), args.tasks, args.epochs, args.data_seed) == (1000, 1000, 10000, 2**31 - 1)
+
+
 def test_runner_accepts_good_arguments():
     from benchmarks import run
 

@@ -210,3 +210,72 @@ def test_a_learned_state_file_without_the_linearized_hash_is_refused(bm, tmp_pat
     with pytest.raises(CheckpointError, match="its linearized parameters .* differs"):
         load_learned(resumed, old)
     assert nothing_learned(resumed)
+
+
+def _member_edited(tensors, change, index=1):
+    prefix = f"member/{index}/"
+    return {n: (change(t) if n.startswith(prefix) else t) for n, t in tensors.items()}
+
+
+def _checksum_recomputed(index=1, change=lambda t: 3 * t):
+    """The members' entry with member ``index``'s checksum made from its edited tensors."""
+    def edit(members, path):
+        from safetensors.torch import load
+
+        from avalanche_tmc.composition.additive import tensors_sha256
+
+        tensors = load(Path(path).read_bytes())
+        prefix = f"member/{index}/"
+        edited = {n[len(prefix):]: change(t) for n, t in tensors.items() if n.startswith(prefix)}
+        return [dict(m, checksum=tensors_sha256(edited)) if i == index else m for i, m in enumerate(members)]
+    return edit
+
+
+@pytest.mark.parametrize("cls", [TMCStrategy, TMEStrategy])
+@pytest.mark.parametrize("what, change, recompute, message", [
+    ("all-NaN", lambda t: torch.full_like(t, float("nan")), True, "kept member 1 is not finite"),
+    ("tripled", lambda t: 3 * t, False, "kept member 1's tensors do not match its recorded checksum"),
+    ("tripled, its checksum recomputed", lambda t: 3 * t, True, "kept member 1 does not add up with the others"),
+    ("negated, its checksum recomputed", lambda t: -t, True, "kept member 1 does not add up with the others"),
+])
+def test_kept_members_that_disagree_with_the_file_are_refused_naming_the_member(bm, tmp_path, cls, what, change,
+                                                                                 recompute, message):
+    """Issue 42, class 7: kept components that disagreed with the composed sum or their own
+    recorded checksums (all-NaN, tripled; hashes recomputed) were loaded."""
+    path = save_learned(train_unshuffled(small_strategy(cls), bm.train_stream[:3]), str(tmp_path / "l.safetensors"))
+    edit_members = (lambda members: _checksum_recomputed(1, change)(members, path)) if recompute else None
+    crafted = _recrafted(path, tmp_path / "crafted.safetensors", edit_members,
+                         lambda tensors: _member_edited(tensors, change))
+    strategy = small_strategy(cls)
+    with pytest.raises(CheckpointError, match=message):
+        load_learned(strategy, crafted)
+    assert nothing_learned(strategy), what
+    assert load_learned(small_strategy(cls), path) == [0, 1, 2]  # the file as written loads
+
+
+def test_an_edited_sum_is_refused_against_the_kept_members(bm, tmp_path):
+    path = save_learned(train_unshuffled(small_strategy(), bm.train_stream[:2]), str(tmp_path / "l.safetensors"))
+    crafted = _recrafted(path, tmp_path / "crafted.safetensors",
+                         edit_tensors=lambda t: {n: (v * 2 if n.startswith("sum/") else v) for n, v in t.items()})
+    strategy = small_strategy()
+    with pytest.raises(CheckpointError, match="do not add up|does not add up"):
+        load_learned(strategy, crafted)
+    assert nothing_learned(strategy)
+
+
+def test_kept_statistics_that_disagree_with_their_sum_are_refused(bm, tmp_path):
+    """The training-free strategy's kept statistics (an unscaled sum) are checked the same way."""
+    from tests.avalanche_tmc.files.common import small_training_free
+
+    trained = train_unshuffled(small_training_free(), bm.train_stream[:2])
+    if not trained.learned().keep_components:  # pragma: no cover
+        pytest.skip("the training-free strategy keeps no members")
+    path = save_learned(trained, str(tmp_path / "l.safetensors"))
+    crafted = _recrafted(path, tmp_path / "crafted.safetensors",
+                         lambda members: _checksum_recomputed(0, lambda t: 3 * t)(members, path),
+                         lambda tensors: _member_edited(tensors, lambda t: 3 * t, index=0))
+    strategy = small_training_free()
+    with pytest.raises(CheckpointError, match="kept member 0 does not add up with the others"):
+        load_learned(strategy, crafted)
+    assert len(strategy.learned()) == 0
+    assert load_learned(small_training_free(), path) == [0, 1]

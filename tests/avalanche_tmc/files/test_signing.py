@@ -115,3 +115,32 @@ def test_a_key_file_others_can_read_is_warned_about_once(tmp_path):
         private.write_bytes(KEY)
         private.chmod(0o600)
         cf.read_key_file(str(private))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_key_file_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, monkeypatch, kind):
+    """Issue 42, class 4: a FIFO given as a key file (--key-file, $AVALANCHE_TMC_KEY_FILE)
+    blocked for ever; like a component file, only a regular file is read."""
+    import os
+    import threading
+
+    path = {"fifo": str(tmp_path / "key.fifo"), "directory": str(tmp_path), "device": "/dev/null"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    monkeypatch.setenv(cf.KEY_ENVIRONMENT, path)
+    outcome = []
+
+    def read():
+        try:
+            cf.resolve_key()
+        except cf.ComponentFileError as error:
+            outcome.append(str(error))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():  # blocked in open(): let it go before failing
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+        pytest.fail(f"reading a {kind} as a key file blocked")
+    assert outcome and "not a regular file" in outcome[0] and "key file" in outcome[0]
