@@ -103,14 +103,6 @@ def _decay(text: str) -> float:
     return value
 
 
-def _projection_dim(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_PROJECTION_DIM:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_PROJECTION_DIM} (the statistics take 8·M² bytes), "
-                                         f"got {value}")
-    return value
-
-
 def _seeds(text: str) -> Tuple[int, ...]:
     """``--seeds 3`` (seeds 0, 1, 2) or ``--seeds 0,4,7`` (those seeds)."""
     try:
@@ -174,7 +166,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="SGD lr of the non-linear methods")
     p.add_argument("--beta", type=_bounded_float(1000.0, "25 class/task-IL, 5 data-IL"),
                    help="RSL beta (25 class/task-IL, 5 data-IL)")
-    p.add_argument("--projection-dim", type=_projection_dim, metavar="M",
+    p.add_argument("--projection-dim", type=_int_at_least(1, MAX_PROJECTION_DIM), metavar="M",
                    help=f"random ReLU features of the RanPAC-style heads (default {DEFAULT_PROJECTION_DIM}; at most "
                         f"{MAX_PROJECTION_DIM}: their statistics take 8·M² bytes)")
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
