@@ -11,7 +11,7 @@ EMOJI_SETS := @iconify-json/twemoji @iconify-json/openmoji @iconify-json/noto \
 # Two cores and another busy process make OpenMP's spin-waiting threads 10-100x slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: demo test test-all lint digits install data docs clean
+.PHONY: demo test test-e2e test-all gpu-check lint digits install data docs clean
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,20 +48,33 @@ demo: install
 digits: $(STAMP)
 	$(PY) -m examples.digits_demo
 
-# The linter (ruff, configured in pyproject.toml) first, then the tests.
+# The linter alone (ruff, configured in pyproject.toml; make test runs it first).
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-# The linter, the strict documentation build, then the tests.
+# The tests in two tiers (docs/tests.md): `make test`, the linter and every test but the
+# second tier, in two processes (pytest-xdist); `make test-e2e`, what must run whole (the
+# clean install and the wheel, the command line and the examples in their own processes,
+# torchrun, the runner and the experiments end to end, the documentation site). Each run
+# prints its 20 slowest tests; a test past its time limit (pytest-timeout) fails.
+PYTEST := $(PY) -m pytest -q -n auto --durations=20
 test: install $(DOCS_STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mkdocs build --strict --quiet
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PYTEST) --timeout=300 -m "not slow and not integration" tests
 
+# Whole modules per process: their shared fixtures (a wheel, a trained pair of silos) are made once.
+test-e2e: install $(DOCS_STAMP)
+	$(PYTEST) --timeout=900 --dist loadfile -m "integration and not slow" tests
+
+# Both tiers and the main job end to end (slow: about half an hour more).
 test-all: install $(DOCS_STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mkdocs build --strict --quiet
-	$(PY) -m pytest -q tests
+	$(PYTEST) --timeout=3600 --dist loadfile tests
+
+# The GPU check (docs/tests.md, "On a GPU"): about 8 minutes on one GPU, the report in
+# docs/results/gpu/<device>.md; `python -m benchmarks.gpu_check --dry-run` checks it on the CPU.
+gpu-check: $(STAMP)
+	$(PY) -m benchmarks.gpu_check
 
 # The documentation site in site/: the pages under docs/ (mkdocs.yml lists them) and the API
 # reference rendered from the docstrings. Strict: a broken link or anchor, a page missing

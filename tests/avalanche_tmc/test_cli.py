@@ -60,14 +60,34 @@ def _accuracy(delta, bm) -> float:
     return right / total
 
 
+SILOS = (("train-component", "--experience", "0", "--out", "silo_a", *TRAIN),
+         ("train-component", "--experience", "1", "2", "--out", "silo_b", *TRAIN),
+         ("compose", "silo_a", "silo_b", "--out", "composed.safetensors"))
+"""Silo A trains experience 0, silo B experiences 1 and 2, a composer composes them (paths
+relative to the silos' folder)."""
+
+
+def _in(root: Path, args) -> list:
+    return [str(root / a) if a.startswith(("silo_", "composed")) else a for a in args]
+
+
 @pytest.fixture(scope="module")
 def silos(tmp_path_factory):
-    """Silo A trains experience 0, silo B experiences 1 and 2, a composer composes them."""
+    """:data:`SILOS` run as a user runs them, each command in its own process."""
     root = tmp_path_factory.mktemp("federated")
-    assert "wrote" in _ok(_cli("train-component", "--experience", 0, "--out", root / "silo_a", *TRAIN))
-    _ok(_cli("train-component", "--experience", 1, 2, "--out", root / "silo_b", *TRAIN))
-    out = _ok(_cli("compose", root / "silo_a", root / "silo_b", "--out", root / "composed.safetensors"))
-    assert "experiences [0, 1, 2]" in out
+    train_a, train_b, compose = (_in(root, args) for args in SILOS)
+    assert "wrote" in _ok(_cli(*train_a))
+    _ok(_cli(*train_b))
+    assert "experiences [0, 1, 2]" in _ok(_cli(*compose))
+    return root
+
+
+@pytest.fixture(scope="module")
+def silos_here(tmp_path_factory):
+    """:data:`SILOS` through the command line's ``main`` in this process (the exit-code test
+    needs the files, not the processes)."""
+    root = tmp_path_factory.mktemp("federated_here")
+    assert all(main(_in(root, args)) == EXIT_OK for args in SILOS)
     return root
 
 
@@ -149,7 +169,8 @@ def test_help_describes_the_commands_and_exit_codes(capsys):
     assert exit_info.value.code == EXIT_USAGE
 
 
-def test_exit_codes(silos, tmp_path, capsys):
+def test_exit_codes(silos_here, tmp_path, capsys):
+    silos = silos_here
     composed = str(silos / "composed.safetensors")
     assert main(["inspect", composed]) == EXIT_OK
     # 2: an experience the data does not have; 4: an output that exists (as when another writer won)

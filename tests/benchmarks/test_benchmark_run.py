@@ -21,6 +21,7 @@ TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-opt
         "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--projection-dim", "64", "--jobs", "1", "--seeds", "1"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("scenario", ["class", "task", "data"])
 def test_every_method_runs_end_to_end(tmp_path, scenario):
     methods = ",".join(m for m in method_names() if scenario == "data" or m != "tmc-seq")
@@ -74,6 +75,7 @@ def test_offline_main_job(tmp_path):
     assert judged[("TMC > LwF", "class")]["seeds"] == len(MAIN_SEEDS)
 
 
+@pytest.mark.integration
 def test_an_interrupted_run_resumes_from_the_last_finished_method_group(tmp_path, monkeypatch):
     args = TINY + ["--scenario", "class", "--no-task-il", "--methods", "tmc,joint"]  # two method groups
     uninterrupted = run.main(args + ["--out", str(tmp_path / "whole")])
@@ -129,6 +131,7 @@ def test_runner_steps_take_explicit_parameters():
         assert all(params[n].kind is inspect.Parameter.KEYWORD_ONLY for n in names)
 
 
+@pytest.mark.integration
 def test_bn_data_first_experience_gives_tangent_methods_a_reestimated_base_point(tmp_path, monkeypatch):
     import torch
     from torch.nn.modules.batchnorm import _BatchNorm
@@ -163,6 +166,7 @@ def test_command_line_epochs_set_every_family_and_drop_the_tuned_note():
     assert all(r.methods == ("tmc",) for r in runs)
 
 
+@pytest.mark.integration
 def test_parallel_runner_gives_the_sequential_results(tmp_path):
     """--parallel 2 trains the experiences of stats-ridge and TMC in two gloo processes."""
     args = TINY + ["--scenario", "class", "--methods", "stats-ridge,tmc"]
@@ -185,6 +189,7 @@ def _finals(rows, seed=None):
             and (seed is None or r["seed"] == seed)}
 
 
+@pytest.mark.integration
 def test_seeds_change_the_training_and_each_seed_repeats_exactly(tmp_path):
     args = TINY + ["--scenario", "class", "--methods", "tmc,soup,ranpac", "--threads", "1"]
     both = run.main(args + ["--seeds", "0,1", "--out", str(tmp_path / "both")])
@@ -202,6 +207,7 @@ def test_seeds_change_the_training_and_each_seed_repeats_exactly(tmp_path):
     assert " ± " in (tmp_path / "both" / "results.md").read_text()
 
 
+@pytest.mark.integration
 def test_jobs_run_in_processes_and_give_the_numbers_of_one_process(tmp_path):
     args = TINY + ["--scenario", "class", "--methods", "tmc,tme,soup,joint", "--seeds", "2", "--threads", "1"]
     one = run.main(args + ["--out", str(tmp_path / "one")])
@@ -210,6 +216,7 @@ def test_jobs_run_in_processes_and_give_the_numbers_of_one_process(tmp_path):
     assert [tuple(r[k] for k in key) for r in two] == [tuple(r[k] for k in key) for r in one]
 
 
+@pytest.mark.integration
 def test_loggers_are_chosen_by_name_and_write_under_the_run(tmp_path):
     rows = run.main(TINY + ["--scenario", "class", "--methods", "ranpac", "--logger", "csv", "--logger", "text",
                             "--out", str(tmp_path)])
@@ -234,6 +241,7 @@ def test_seed_options_are_checked():
     assert all(r.seeds == (5,) for r in runs) and options.threads == 1 and options.deterministic
 
 
+@pytest.mark.integration
 def test_a_method_gets_the_same_numbers_whichever_other_rows_are_evaluated(tmp_path):
     alone = run.main(TINY + ["--scenario", "class", "--methods", "tmc", "--out", str(tmp_path / "alone")])
     with_tme = run.main(TINY + ["--scenario", "class", "--methods", "tmc,tme", "--out", str(tmp_path / "both")])

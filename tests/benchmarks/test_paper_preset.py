@@ -88,6 +88,7 @@ def test_each_refusal_is_one_line_before_any_data_is_prepared(argv, message, fol
     assert not prepared and not (tmp_path / "out" / "results.csv").exists()
 
 
+@pytest.mark.integration
 def test_the_module_exits_with_code_2_and_no_traceback(tmp_path):
     env = dict(os.environ, TORCH_HOME=str(tmp_path / "torch"), OMP_WAIT_POLICY="PASSIVE")
     done = subprocess.run([sys.executable, "-m", "benchmarks.run", "--preset", "c-mit67-5", "--data-root",

