@@ -107,13 +107,18 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
 
 def generated_block(path: PathLike) -> str:
     """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
-    :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV or
-    :func:`benchmarks.machines.spread_table` of a machine comparison."""
+    :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV,
+    :func:`benchmarks.machines.spread_table` of a machine comparison or
+    :func:`benchmarks.suite_costs.cost_table` of the test suite's costs."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     if kind == "spread":
         from benchmarks.machines import read_spread_csv, spread_table
 
         return spread_table(read_spread_csv(Path(path)))
+    if kind == "test-costs":
+        from benchmarks.suite_costs import cost_table, read_costs
+
+        return cost_table(read_costs(Path(path)))
     if kind == "tuning":
         return tuning_table(read_tuning_csv(path))
     if kind == "variance":

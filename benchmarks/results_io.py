@@ -47,10 +47,10 @@ TUNING_COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",
 )
 VARIANCE_COLUMNS: Tuple[str, ...] = ("protocol", "seed", "method", "accuracy")  # experiments/variance.py
-KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread")
+KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
-(results rows, tuning trials, variance rows, a machine comparison): the report reads it
-there instead of guessing from the header."""
+(results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
+the report reads it there instead of guessing from the header."""
 KIND_COLUMN = "kind"
 
 COMPOSED = "composed"

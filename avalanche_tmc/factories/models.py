@@ -108,8 +108,33 @@ def small_cnn(*, in_channels: int = 1, num_classes: int = 10, width: int = 32, s
     return net.eval()
 
 
-@lru_cache(maxsize=4)
-def _pretrained_digits_state(seed: int, epochs: int, split_seed: int) -> Dict[str, Tensor]:
+# Bump when the pre-training below changes: the cached weights of the old recipe are then not read.
+_DIGITS_RECIPE = 1
+
+
+def _digits_cache_file(seed: int, epochs: int, split_seed: int) -> Path:
+    from .benchmarks import cache_dir
+
+    name = f"recipe{_DIGITS_RECIPE}-seed{seed}-epochs{epochs}-split{split_seed}-torch{torch.__version__}.safetensors"
+    return cache_dir() / "digits_cnn" / name
+
+
+def _read_cached_state(path: Path, like: Dict[str, Tensor]) -> Optional[Dict[str, Tensor]]:
+    """The state in ``path`` if it has exactly ``like``'s names, shapes and dtypes (else None:
+    missing, unreadable or another network's, and pre-trained again)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(os.fspath(path))
+    except (OSError, SafetensorError, ValueError):
+        return None
+    same = state.keys() == like.keys() and all(
+        state[k].shape == v.shape and state[k].dtype == v.dtype for k, v in like.items())
+    return state if same else None
+
+
+def _pretrain_digits(seed: int, epochs: int, split_seed: int) -> Dict[str, Tensor]:
     from .benchmarks import digits_splits
 
     x, y = digits_splits(split_seed)["pretrain"]
@@ -127,6 +152,27 @@ def _pretrained_digits_state(seed: int, epochs: int, split_seed: int) -> Dict[st
     finally:
         torch.set_num_threads(threads)
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+@lru_cache(maxsize=4)
+def _pretrained_digits_state(seed: int, epochs: int, split_seed: int) -> Dict[str, Tensor]:
+    """The pre-trained weights, from the disk cache (``cache_dir()/digits_cnn``) when a
+    process pre-trained them before: every command-line process and example would
+    otherwise spend seconds on the same training. Writing the cache is best effort."""
+    from safetensors.torch import save_file
+
+    from ..files.filesystem import atomic_path
+
+    path = _digits_cache_file(seed, epochs, split_seed)
+    state = _read_cached_state(path, small_cnn(in_channels=1, num_classes=10, seed=seed).state_dict())
+    if state is None:
+        state = _pretrain_digits(seed, epochs, split_seed)
+        try:
+            with atomic_path(path) as tmp:
+                save_file({k: v.contiguous() for k, v in state.items()}, os.fspath(tmp))
+        except OSError:
+            pass  # a read-only or full cache folder: the next process pre-trains again
+    return state
 
 
 def digits_cnn(*, num_classes: int = 10, seed: int = 0, head_seed: Optional[int] = None, epochs: int = 30,

@@ -150,16 +150,20 @@ def test_a_classic_benchmark_through_the_command_line(tmp_path):
 
 
 @pytest.mark.integration
-def test_digits_factories_are_offline_and_the_same_in_every_process():
+def test_digits_factories_are_offline_and_the_same_in_every_process(tmp_path):
     bm = digits(n_experiences=5, seed=0)
     assert sum(len(e.dataset) for e in bm.train_stream) + sum(len(e.dataset) for e in bm.test_stream) == 1797 - 400
     net = digits_cnn()
     state = {k: v.clone() for k, v in net.state_dict().items()}
-    # another process, with two threads: bit for bit the same pre-trained weights and seeded head
+    # another process, with two threads and an empty cache (so it pre-trains): bit for bit the
+    # same pre-trained weights and seeded head
     code = ("import torch, hashlib; from avalanche_tmc.factories import digits_cnn; torch.set_num_threads(2); "
             "sd = digits_cnn().state_dict(); print(hashlib.sha256(b''.join(v.numpy().tobytes() for v in "
             "sd.values())).hexdigest())")
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    env = dict(os.environ, AVALANCHE_TMC_CACHE=str(tmp_path / "empty-cache"))
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                           env=env)
+    assert list((tmp_path / "empty-cache").rglob("*.safetensors")), "the other process pre-trained and cached"
     import hashlib
 
     assert other.stdout.strip() == hashlib.sha256(b"".join(v.numpy().tobytes() for v in state.values())).hexdigest()
@@ -175,6 +179,53 @@ def test_digits_factories_are_offline_and_the_same_in_every_process():
     assert (y.unique()[torch.cdist(phi, means).argmin(1)] == y).float().mean() > 0.9
     assert not torch.equal(digits_cnn(head_seed=1)[-1].weight, net[-1].weight)  # another head seed, another head
     torch.testing.assert_close(digits_cnn(head_seed=1)[0].weight, net[0].weight)  # the same pre-trained body
+
+
+@pytest.fixture
+def digits_cache(tmp_path, monkeypatch):
+    """An empty cache folder for the pre-trained digits network (the in-memory cache cleared
+    before and after, so each call below reads or writes the disk)."""
+    from avalanche_tmc.factories import models
+
+    monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path / "cache"))
+    models._pretrained_digits_state.cache_clear()
+    yield tmp_path / "cache" / "digits_cnn"
+    models._pretrained_digits_state.cache_clear()
+
+
+def test_the_pretrained_digits_network_is_cached_on_disk_and_read_back_exactly(digits_cache, monkeypatch):
+    from avalanche_tmc.factories import models
+
+    first = digits_cnn(epochs=2, num_classes=None).state_dict()  # the pre-trained head kept
+    (cached,) = digits_cache.iterdir()
+    assert f"epochs2-split0-torch{torch.__version__}" in cached.name
+    # an independent pre-training gives the same weights, bit for bit
+    fresh = models._pretrain_digits(0, 2, 0)
+    assert all(torch.equal(first[k], fresh[k]) for k in fresh)
+    # a new process (the in-memory cache cleared) reads the file instead of pre-training
+    models._pretrained_digits_state.cache_clear()
+    monkeypatch.setattr(models, "_pretrain_digits", lambda *a: pytest.fail("pre-trained again"))
+    again = digits_cnn(epochs=2, num_classes=None).state_dict()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_a_damaged_or_foreign_cached_network_is_pretrained_again(digits_cache):
+    from safetensors.torch import save_file
+
+    from avalanche_tmc.factories import models
+
+    expected = models._pretrain_digits(0, 2, 0)
+    path = models._digits_cache_file(0, 2, 0)
+    path.parent.mkdir(parents=True)
+    for damaged in (b"not a safetensors file", None):
+        if damaged is None:  # a readable file of another network
+            save_file({"weight": torch.zeros(3)}, str(path))
+        else:
+            path.write_bytes(damaged)
+        models._pretrained_digits_state.cache_clear()
+        state = digits_cnn(epochs=2, num_classes=None).state_dict()
+        assert all(torch.equal(state[k], expected[k]) for k in expected)
+        assert models._read_cached_state(path, expected) is not None  # replaced by the right weights
 
 
 def test_small_cnn_is_seeded_and_leaves_the_callers_random_state(tmp_path):
