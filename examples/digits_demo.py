@@ -12,7 +12,9 @@ Run: ``python -m examples.digits_demo`` (``make digits``).
 
 import argparse
 import copy
+import os
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -28,6 +30,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from avalanche_tmc import TangentModel, TaskMaskPlugin, TMCSeqStrategy, TMCStrategy, TMEStrategy
+from avalanche_tmc.factories.benchmarks import cache_dir
 
 STRATEGIES = {"tmc": TMCStrategy, "tme": TMEStrategy, "tmc-seq": TMCSeqStrategy}
 
@@ -84,9 +87,16 @@ def load_digits_splits(seed: int = 0, pretrain_per_class: int = 40, test_fractio
     return pick(pre), pick(train), pick(test)
 
 
-def pretrain_backbone(x: np.ndarray, y: np.ndarray, epochs: int = 30, seed: int = 0) -> SmallCNN:
+def pretrain_backbone(x: np.ndarray, y: np.ndarray, epochs: int = 30, seed: int = 0,
+                      cache: Optional[Path] = None) -> SmallCNN:
     """Supervised pre-training of :class:`SmallCNN` on the disjoint pool (the stand-in
-    for ImageNet pre-training)."""
+    for ImageNet pre-training). ``cache``: a folder where the pre-trained weights are kept
+    (one file per seed, epochs and torch version), so that the next run starts at once."""
+    path = None if cache is None else cache / f"digits-demo-seed{seed}-epochs{epochs}-torch{torch.__version__}.pt"
+    if path is not None and path.is_file():
+        model = SmallCNN()
+        model.load_state_dict(torch.load(path, weights_only=True))
+        return model.eval()
     torch.manual_seed(seed)
     model = SmallCNN()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -97,6 +107,10 @@ def pretrain_backbone(x: np.ndarray, y: np.ndarray, epochs: int = 30, seed: int 
             opt.zero_grad()
             nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
             opt.step()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)  # whole or not at all, if another run reads it
     return model.eval()
 
 
@@ -176,12 +190,15 @@ def main(argv: Optional[List[str]] = None) -> Dict[Tuple[str, str], float]:
     parser.add_argument("--experiences", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="Avalanche's interactive logger")
+    parser.add_argument("--cache", type=Path, default=cache_dir() / "examples",
+                        help="folder keeping the pre-trained CNN for the next run (default: %(default)s)")
+    parser.add_argument("--no-cache", action="store_true", help="pre-train again and keep nothing")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     pre, train, test = load_digits_splits(args.seed)
     print(f"digits: pre-train {len(pre[1])}, continual train {len(train[1])}, test {len(test[1])} images; "
           f"{args.experiences} experiences; {args.epochs} epochs each")
-    backbone = pretrain_backbone(*pre, seed=args.seed)
+    backbone = pretrain_backbone(*pre, seed=args.seed, cache=None if args.no_cache else args.cache)
     results = {}
     for scenario in args.scenarios.split(","):
         benchmark = make_benchmark(train, test, args.experiences, SCENARIOS[scenario], seed=args.seed)

@@ -22,10 +22,17 @@ ROW = re.compile(r"^(?P<scenario>\S+-IL)\s+(?P<method>\S+)\s+final acc (?P<acc>[
                  r"\s+after each exp (?P<curve>[0-9. ]+?)\s+\(")
 
 
-def run_demo(*args: str) -> Dict[Tuple[str, str], Tuple[float, list]]:
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """The demo's folder for its pre-trained CNN, shared by the runs below: the first
+    pre-trains, the next reads it (the user's own cache is left alone)."""
+    return tmp_path_factory.mktemp("demo-cache")
+
+
+def run_demo(cache: Path, *args: str) -> Dict[Tuple[str, str], Tuple[float, list]]:
     """(scenario, method) -> (final accuracy, accuracy after each experience) of one demo run."""
-    proc = subprocess.run([sys.executable, "-m", "examples.digits_demo", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "examples.digits_demo", "--cache", str(cache), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {}
     for line in proc.stdout.splitlines():
@@ -36,8 +43,8 @@ def run_demo(*args: str) -> Dict[Tuple[str, str], Tuple[float, list]]:
 
 
 @pytest.mark.integration
-def test_class_incremental_tmc_beats_naive_and_tme_keeps_up():
-    rows = run_demo("--methods", "naive,tmc,tme", "--scenarios", "class-IL")
+def test_class_incremental_tmc_beats_naive_and_tme_keeps_up(cache):
+    rows = run_demo(cache, "--methods", "naive,tmc,tme", "--scenarios", "class-IL")
     (naive, _), (tmc, tmc_curve), (tme, _) = (rows["class-IL", m] for m in ("naive", "tmc", "tme"))
     print(f"class-IL digits: naive {naive:.3f} tmc {tmc:.3f} tme {tme:.3f}")
     assert naive < 0.3  # catastrophic forgetting: about the last experience only
@@ -47,8 +54,9 @@ def test_class_incremental_tmc_beats_naive_and_tme_keeps_up():
 
 
 @pytest.mark.integration
-def test_task_incremental_evaluation():
-    rows = run_demo("--methods", "tmc", "--scenarios", "task-IL")
+def test_task_incremental_evaluation(cache):
+    rows = run_demo(cache, "--methods", "tmc", "--scenarios", "task-IL")
     tmc, _ = rows["task-IL", "tmc"]
     print(f"task-IL digits: tmc {tmc:.3f}")
     assert tmc > 0.85  # 2 classes per task: chance is 0.5
+    assert len(list(cache.glob("digits-demo-seed0-epochs30-*.pt"))) == 1  # pre-trained once, kept for the next run

@@ -21,7 +21,7 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
     from benchmarks.scenarios import make_scenario
     from experiments.feature_layers import _final_accuracy, measure
 
-    run = dict(PRESETS["tiny"][0], tasks=3)
+    run = dict(PRESETS["tiny"][0], tasks=3, projection_dim=64)  # 64 random features: the heads' M×M statistics
     rows = measure(run, fine_tune_lr=None)  # the pre-trained network's layers (fine-tuning: tests/benchmarks)
     described = [r["candidate"] for r in rows]
     assert described == ["none (pre-trained features); features: pooled stages.blocks_6",
@@ -33,7 +33,7 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
     train, test, top = prepare(RunConfig.from_dict(run))
     bm = make_scenario(run["scenario"], train, test, run["tasks"], seed=0)
     ranpac = TrainingFreeStrategy(
-        model=TrainingFreeClassifier(penultimate(top), 10, projection_dim=2000, seed=0), train_mb_size=256,
+        model=TrainingFreeClassifier(penultimate(top), 10, projection_dim=64, seed=0), train_mb_size=256,
         eval_mb_size=256, evaluator=EvaluationPlugin(accuracy_metrics(stream=True), loggers=[]))
     torch.manual_seed(0)
     head_input = next(r for r in rows if r["candidate"] == "none (pre-trained features)")
