@@ -57,14 +57,17 @@ lint: $(STAMP)
 # clean install and the wheel, the command line and the examples in their own processes,
 # torchrun, the runner and the experiments end to end, the documentation site). Each run
 # prints its 20 slowest tests; a test past its time limit (pytest-timeout) fails.
+# Each tier's JUnit report stays in .venv/reports: `python -m benchmarks.suite_costs --tier fast
+# .venv/reports/fast.xml --tier e2e .venv/reports/e2e.xml` turns them into the cost table of docs/tests.md.
 PYTEST := $(PY) -m pytest -q -n auto --durations=20
+REPORTS := $(VENV)/reports
 test: install $(DOCS_STAMP)
 	$(PY) -m ruff check .
-	$(PYTEST) --timeout=300 -m "not slow and not integration" tests
+	$(PYTEST) --timeout=300 --junitxml=$(REPORTS)/fast.xml -m "not slow and not integration" tests
 
 # Whole modules per process: their shared fixtures (a wheel, a trained pair of silos) are made once.
 test-e2e: install $(DOCS_STAMP)
-	$(PYTEST) --timeout=900 --dist loadfile -m "integration and not slow" tests
+	$(PYTEST) --timeout=900 --dist loadfile --junitxml=$(REPORTS)/e2e.xml -m "integration and not slow" tests
 
 # Both tiers and the main job end to end (slow: about half an hour more).
 test-all: install $(DOCS_STAMP)
