@@ -6,16 +6,22 @@ and experience seeds). With ``n`` seeds, mean ``d`` and sample standard deviatio
 the 95% interval is ``d ± t(0.975, n-1) · s / sqrt(n)`` (Student's t). The claim
 **holds** when the interval lies above 0, **fails** when it lies below 0, and is **not
 resolved** otherwise (or with fewer than 2 seeds).
+
+A table judges many claims at once; :func:`holm` corrects for their number (Holm's
+step-down procedure at family-wise :data:`ALPHA`) from each claim's two-sided
+:func:`p_value` (the same paired t statistic the interval uses), and :func:`interval` gives
+the interval at the level a claim's Holm step used (:mod:`benchmarks.verdicts`).
 """
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 __all__ = ["mean_std", "t_quantile", "PairedDifference", "paired_difference", "verdict", "HOLDS", "FAILS",
-           "NOT_RESOLVED"]
+           "NOT_RESOLVED", "ALPHA", "p_value", "interval", "HolmStep", "holm"]
 
 HOLDS, FAILS, NOT_RESOLVED = "holds", "fails", "not resolved"
+ALPHA = 0.05  # the family-wise error rate of a table's verdicts (Holm)
 
 # t(0.975, df) for df = 1..30 (Student's t, two-sided 95%).
 _T975: Dict[int, float] = {
@@ -26,11 +32,19 @@ _T975: Dict[int, float] = {
 }
 
 
-def t_quantile(df: int) -> float:
-    """Student's t quantile at 0.975 with ``df`` degrees of freedom (a table up to 30, then
-    the Cornish-Fisher expansion around the normal quantile, within 1e-4)."""
+def t_quantile(df: int, level: float = 0.95) -> float:
+    """Student's t quantile of a two-sided interval at ``level`` (the ``(1 + level) / 2``
+    quantile) with ``df`` degrees of freedom. At 0.95: a table up to 30, then the
+    Cornish-Fisher expansion around the normal quantile, within 1e-4; at other levels
+    SciPy's ``t.ppf``."""
     if df < 1:
         raise ValueError(f"t needs at least 1 degree of freedom, got {df}.")
+    if not 0 < level < 1:
+        raise ValueError(f"An interval's level is in (0, 1), got {level}.")
+    if level != 0.95:
+        from scipy.stats import t  # scikit-learn's dependency, installed with the library
+
+        return float(t.ppf((1 + level) / 2, df))
     if df in _T975:
         return _T975[df]
     z = 1.959964
@@ -87,3 +101,81 @@ def verdict(difference: Optional[PairedDifference]) -> str:
     if difference.high < 0:
         return FAILS
     return NOT_RESOLVED
+
+
+def p_value(difference: PairedDifference) -> float:
+    """The two-sided p-value of the paired t test of "no difference": ``2 · P(T > |t|)``
+    with ``t = mean / (std / sqrt(n))`` and ``T`` Student's t with ``n - 1`` degrees of
+    freedom (the statistic :func:`paired_difference`'s interval uses). Identical
+    differences (std 0) give 0 (1 when they are all 0). Refused with fewer than 2 seeds."""
+    if difference.n < 2:
+        raise ValueError(f"A p-value needs at least 2 seeds, got {difference.n}.")
+    if difference.std == 0:
+        return 1.0 if difference.mean == 0 else 0.0
+    from scipy.stats import t
+
+    statistic = difference.mean / (difference.std / math.sqrt(difference.n))
+    return float(min(1.0, 2 * t.sf(abs(statistic), difference.n - 1)))
+
+
+def interval(difference: PairedDifference, level: float) -> tuple:
+    """``(low, high)``: the paired difference's two-sided t-interval at ``level`` (SciPy's
+    t quantile at every level, 0.95 included, so that it excludes 0 exactly when
+    :func:`p_value` is below ``1 - level``)."""
+    if difference.n < 2:
+        raise ValueError(f"An interval needs at least 2 seeds, got {difference.n}.")
+    if not 0 < level < 1:
+        raise ValueError(f"An interval's level is in (0, 1), got {level}.")
+    from scipy.stats import t
+
+    half = float(t.ppf((1 + level) / 2, difference.n - 1)) * difference.std / math.sqrt(difference.n)
+    return difference.mean - half, difference.mean + half
+
+
+@dataclass(frozen=True)
+class HolmStep:
+    """One hypothesis of :func:`holm`: its ``rank`` (1 = smallest p; tied p-values share
+    the rank of the first of them), whether it is ``rejected``, its Holm-adjusted p-value
+    and the ``level`` of the interval that matches its step (``1 - alpha / (m - step + 1)``;
+    the step is its rank when rejected, else the rank of the first hypothesis not
+    rejected)."""
+
+    p: float
+    rank: int
+    adjusted: float
+    rejected: bool
+    level: float
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> List[HolmStep]:
+    """Holm's step-down procedure over ``p_values`` (one family of ``m`` hypotheses), at
+    family-wise error rate ``alpha``; one :class:`HolmStep` per p-value, in their order.
+
+    Sorted ascending, the k-th smallest p-value is rejected iff ``p_(j) <= alpha / (m - j + 1)``
+    for every ``j <= k``; its adjusted p-value is ``max over j <= k of min(1, (m - j + 1) · p_(j))``,
+    so it is rejected iff its adjusted p-value is at most ``alpha``. Ties: equal p-values
+    take the rank of the first of them (the smallest ``k``, the strictest threshold), so
+    they share one rank, one adjusted p-value, one level and one decision whatever their
+    order (the textbook sequence gives the same decisions and adjusted p-values: a later
+    tied one meets a looser threshold and its adjusted p-value is the maximum so far)."""
+    m = len(p_values)
+    for p in p_values:
+        if not 0 <= p <= 1:
+            raise ValueError(f"A p-value is in [0, 1], got {p}.")
+    order = sorted(range(m), key=lambda i: p_values[i])
+    ranks: Dict[int, int] = {}
+    adjusted: Dict[int, float] = {}
+    running, previous, rank = 0.0, None, 0
+    for position, i in enumerate(order, 1):
+        p = p_values[i]
+        if p != previous:
+            rank, previous = position, p
+        running = max(running, min(1.0, (m - rank + 1) * p))
+        ranks[i], adjusted[i] = rank, running
+    first_kept = min((ranks[i] for i in range(m) if adjusted[i] > alpha), default=None)
+    steps = []
+    for i in range(m):
+        rejected = adjusted[i] <= alpha
+        step = ranks[i] if rejected or first_kept is None else first_kept
+        steps.append(HolmStep(p_values[i], ranks[i], adjusted[i], rejected, 1 - alpha / (m - step + 1)))
+    return steps

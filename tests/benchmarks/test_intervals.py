@@ -6,8 +6,18 @@ import math
 
 import pytest
 
-from benchmarks.intervals import FAILS, HOLDS, NOT_RESOLVED, mean_std, paired_difference, t_quantile, verdict
-from benchmarks.verdicts import verdict_rows, verdict_table
+from benchmarks.intervals import (
+    FAILS,
+    HOLDS,
+    NOT_RESOLVED,
+    holm,
+    mean_std,
+    p_value,
+    paired_difference,
+    t_quantile,
+    verdict,
+)
+from benchmarks.verdicts import NO_VERDICT, verdict_rows, verdict_table, withheld_reason
 
 
 def test_t_quantile_matches_scipy():
@@ -52,7 +62,8 @@ def test_verdict_rule_on_constructed_seeds(better, worse, expected):
 def _rows(finals, scenario="class"):
     """Final-accuracy rows of one run: {method: [accuracy per seed]}."""
     return [dict(dataset="d", scenario=scenario, tasks=2, regime="r", method=m, model="composed", after_task=2,
-                 eval_exp="all", accuracy=a, seed=s) for m, accs in finals.items() for s, a in enumerate(accs)]
+                 eval_exp="all", accuracy=a, seed=s, epochs=20) for m, accs in finals.items()
+            for s, a in enumerate(accs)]
 
 
 def test_verdict_table_judges_each_claim_its_rows_allow():
@@ -84,11 +95,168 @@ def test_the_best_rival_claims_compare_with_the_rival_of_the_highest_mean():
         assert replay["rival"] == "der" and replay["verdict"] == NOT_RESOLVED and replay["seeds"] == 5
         assert replay["difference"] == pytest.approx(100 * (-0.01 / 5))
         free = judged["TMC > the best replay-free (LwF, EWC)"]
-        assert free["rival"] == "ewc" and free["verdict"] == HOLDS
+        # against EWC, which has its own claim: the verdict of "TMC > EWC", counted once
+        assert free["rival"] == "ewc" and free["verdict"] == HOLDS and free["repeats"] == "TMC > EWC"
         assert free["difference"] == pytest.approx(100 * (2.56 - 1.23) / 5)
     table = verdict_table(_rows(finals))
-    assert "(vs DER): **not resolved at 5 seeds**" in table and "(vs EWC): **holds**" in table
+    assert "(vs DER); Holm " in table and "**not resolved at 5 seeds**" in table
+    assert '(vs EWC): see "TMC > EWC" (counted once)' in table
     # with one rival run, the claim is judged against it
     only_er = {r["claim"]: r for r in verdict_rows(_rows({m: finals[m] for m in ("tmc", "er")}))}
     assert only_er["TMC > the best replay method (ER, DER)"]["rival"] == "er"
     assert only_er["TMC > the best replay method (ER, DER)"]["verdict"] == HOLDS
+
+
+# Holm's step-down procedure (benchmarks.intervals.holm) and the table's family of claims
+
+
+def test_holm_by_hand_with_claims_resolved_only_before_the_adjustment():
+    """m = 4, sorted 0.005, 0.01, 0.03, 0.04 against 0.05/4, 0.05/3, 0.05/2, 0.05/1: the first
+    two are rejected, 0.03 > 0.025 stops the procedure, so 0.04 is kept although below 0.05
+    (0.03 and 0.04 resolve before the adjustment only)."""
+    steps = holm([0.01, 0.04, 0.03, 0.005])
+    assert [s.rejected for s in steps] == [True, False, False, True]
+    assert [s.rank for s in steps] == [2, 4, 3, 1]
+    # adjusted: 4·0.005 = 0.02; max(0.02, 3·0.01) = 0.03; max(0.03, 2·0.03) = 0.06; max(0.06, 1·0.04) = 0.06
+    assert [s.adjusted for s in steps] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # levels: a rejected claim its own step's, the others that of the first kept (rank 3: 1 - 0.05/2)
+    assert [s.level for s in steps] == pytest.approx([1 - 0.05 / 3, 0.975, 0.975, 1 - 0.05 / 4])
+    assert holm([]) == []
+    with pytest.raises(ValueError):
+        holm([0.5, 1.2])
+
+
+@pytest.mark.parametrize("p_values, rejected, adjusted, ranks, levels", [
+    # tied at the top: both get rank 1 (the strictest level); 3rd: 2·0.02 = 0.04; the 4th kept
+    ([0.01, 0.01, 0.02, 0.5], [True, True, True, False], [0.04, 0.04, 0.04, 0.5], [1, 1, 3, 4],
+     [1 - 0.05 / 4, 1 - 0.05 / 4, 0.975, 0.95]),
+    # a tie at the threshold: 0.015 <= 0.05/3, both rejected with one adjusted p 3·0.015
+    ([0.015, 0.9, 0.015], [True, False, True], [0.045, 0.9, 0.045], [1, 3, 1], [1 - 0.05 / 3, 0.95, 1 - 0.05 / 3]),
+    # a tie that fails its step: 2·0.03 = 0.06 > 0.05; both kept, at that step's level (the second
+    # one, alone at rank 3, would have met 0.05 / 1: the step-down stopped before it)
+    ([0.03, 0.001, 0.03], [False, True, False], [0.06, 0.003, 0.06], [2, 1, 2], [0.975, 1 - 0.05 / 3, 0.975]),
+])
+def test_holm_gives_tied_p_values_one_rank_and_one_decision_in_any_order(p_values, rejected, adjusted, ranks,
+                                                                         levels):
+    import itertools
+
+    for order in itertools.permutations(range(len(p_values))):
+        steps = holm([p_values[i] for i in order])
+        assert [s.rejected for s in steps] == [rejected[i] for i in order]
+        assert [s.adjusted for s in steps] == pytest.approx([adjusted[i] for i in order])
+        assert [s.rank for s in steps] == [ranks[i] for i in order]
+        assert [s.level for s in steps] == pytest.approx([levels[i] for i in order])
+
+
+def test_the_p_value_is_scipy_s_paired_t_test():
+    stats = pytest.importorskip("scipy.stats")
+    a, b = [0.50, 0.46, 0.52, 0.49], [0.44, 0.45, 0.47, 0.41]
+    d = paired_difference(dict(enumerate(a)), dict(enumerate(b)))
+    assert p_value(d) == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-9)
+    assert p_value(paired_difference({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.5})) == 0.0  # the same gain on every seed
+    with pytest.raises(ValueError):
+        p_value(paired_difference({0: 0.5}, {0: 0.4}))
+
+
+# five seeds of a class-IL run: TMC beats EWC and LwF clearly, Soup barely (p ≈ 0.047 alone) and
+# Naive not at all
+_FIVE = {"tmc": [0.50, 0.52, 0.51, 0.50, 0.53], "naive": [0.49, 0.53, 0.50, 0.52, 0.51],
+         "ewc": [0.25, 0.23, 0.26, 0.24, 0.25], "soup": [0.46, 0.52, 0.49, 0.49, 0.50],
+         "lwf": [0.21, 0.21, 0.22, 0.19, 0.20]}
+
+
+def test_the_table_s_claims_are_one_holm_family_with_intervals_at_their_step_s_level():
+    """Independently: SciPy's paired t tests, Holm worked by sorting, the interval from
+    SciPy's t quantile at 1 - α/(m - k + 1)."""
+    stats = pytest.importorskip("scipy.stats")
+    finals = dict(_FIVE)
+    judged = {r["claim"]: r for r in verdict_rows(_rows(finals))}
+    family = {"TMC > Soup": "soup", "TMC > Naive": "naive", "TMC > LwF": "lwf", "TMC > EWC": "ewc"}
+    p = {c: stats.ttest_rel(finals["tmc"], finals[m]).pvalue for c, m in family.items()}
+    ordered = sorted(p, key=p.get)
+    # Soup at rank 3: resolved alone (p < 0.05), not at its step (p > 0.05 / 2)
+    assert ordered[2:] == ["TMC > Soup", "TMC > Naive"] and 0.025 < p["TMC > Soup"] < 0.05
+    assert all(judged[c]["family"] == 4 for c in family)
+    first_kept = next(k for k, c in enumerate(ordered, 1) if p[c] > 0.05 / (4 - k + 1))
+    assert first_kept == 3
+    for k, claim in enumerate(ordered, 1):
+        row = judged[claim]
+        expected = max(min(1.0, (4 - j + 1) * p[ordered[j - 1]]) for j in range(1, k + 1))
+        assert row["p"] == pytest.approx(p[claim], rel=1e-9)
+        assert row["adjusted_p"] == pytest.approx(expected, rel=1e-9)
+        step = min(k, first_kept)  # after the first claim kept, that claim's step
+        level = 1 - 0.05 / (4 - step + 1)
+        assert row["level"] == pytest.approx(level)
+        diffs = [x - y for x, y in zip(finals["tmc"], finals[family[claim]])]
+        half = stats.t.ppf(1 - (1 - level) / 2, 4) * stats.tstd(diffs) / math.sqrt(5)
+        assert (row["adjusted_low"], row["adjusted_high"]) == pytest.approx(
+            (100 * (sum(diffs) / 5 - half), 100 * (sum(diffs) / 5 + half)), rel=1e-6)
+    soup = judged["TMC > Soup"]
+    assert soup["raw_verdict"] == HOLDS and soup["verdict"] == NOT_RESOLVED  # the 95% interval alone excludes 0
+    assert soup["adjusted_low"] < 0 < soup["low"]
+    assert judged["TMC > EWC"]["verdict"] == HOLDS and judged["TMC > Naive"]["verdict"] == NOT_RESOLVED
+    assert judged["TMC > Naive"]["level"] == judged["TMC > Soup"]["level"] == pytest.approx(0.975)  # step 3's
+    table = verdict_table(_rows(finals))
+    assert "| TMC > Soup | +2.0 [+0.0, +4.0]; Holm 97.5% [" in table and "**not resolved after Holm**" in table
+    assert "m = 4 distinct comparisons" in table
+
+
+def test_a_best_of_claim_that_resolves_to_a_claim_s_own_rival_is_counted_once():
+    """"TMC > the best replay-free (LwF, EWC)" is "TMC > EWC" here (EWC's mean is higher):
+    five judged cells, a family of four; without EWC's own claim it would be five."""
+    stats = pytest.importorskip("scipy.stats")
+    judged = {r["claim"]: r for r in verdict_rows(_rows(_FIVE))}
+    best = judged["TMC > the best replay-free (LwF, EWC)"]
+    assert len(judged) == 5 and best["family"] == 4
+    assert best["rival"] == "ewc" and best["repeats"] == "TMC > EWC" and "adjusted_p" not in best
+    assert best["verdict"] == judged["TMC > EWC"]["verdict"] == HOLDS
+    assert best["difference"] == judged["TMC > EWC"]["difference"]
+    # the family's adjusted p-values are Holm over the four distinct comparisons only
+    p = sorted(stats.ttest_rel(_FIVE["tmc"], _FIVE[m]).pvalue for m in ("soup", "naive", "lwf", "ewc"))
+    assert max(r.get("adjusted_p", 0) for r in judged.values()) == pytest.approx(
+        max(min(1, (4 - j) * p[j]) for j in range(4)), rel=1e-9)
+    # a "best of" claim whose rival has no claim of its own is a comparison of its own
+    replay = {r["claim"]: r for r in verdict_rows(_rows({m: _FIVE[m] for m in ("tmc", "ewc")}
+                                                         | {"der": _FIVE["soup"]}))}
+    assert replay["TMC > the best replay method (ER, DER)"]["repeats"] is None
+    assert replay["TMC > EWC"]["family"] == 2
+
+
+def _tiny_rows(seeds, epochs, ranpac_epochs=1):
+    """Final-accuracy rows like ``--preset tiny``'s (digits, class-IL): a clear gap between
+    TMC and Soup, so that only the seed or epoch count can withhold the verdict."""
+    rows = _rows({m: [a + 0.01 * (s % 2) for s in range(seeds)] for m, a in
+                  (("tmc", 0.60), ("tme", 0.62), ("soup", 0.40), ("ens-l", 0.41), ("ens-sm", 0.43), ("joint", 0.80),
+                   ("ranpac-layer", 0.70))})
+    return [dict(r, epochs=ranpac_epochs if r["method"] == "ranpac-layer" else epochs) for r in rows]
+
+
+def test_a_smoke_run_prints_numbers_and_says_why_it_gives_no_verdicts():
+    rows = _tiny_rows(seeds=2, epochs=1)  # --preset tiny: 1 epoch, 2 seeds
+    table = verdict_table(rows)
+    assert "holds" not in table and "fails" not in table and "Holm" not in table
+    assert table.startswith("No verdicts: 2 seeds, 1 epoch per experience: below the 3 seeds and 5 epochs per "
+                            "experience a verdict needs.")
+    assert "| TMC > Soup | +20.0 [+20.0, +20.0] |" in table
+    assert {r["verdict"] for r in verdict_rows(rows)} == {NO_VERDICT}
+    assert withheld_reason(_tiny_rows(seeds=5, epochs=1)).startswith("No verdicts: 5 seeds, 1 epoch per")
+    assert withheld_reason(_tiny_rows(seeds=2, epochs=20)).startswith("No verdicts: 2 seeds, 20 epochs per")
+    # 3 seeds and 5 epochs give verdicts; a training-free row's recorded 1 epoch does not count
+    assert withheld_reason(_tiny_rows(seeds=3, epochs=5)) is None
+    assert "**holds**" in verdict_table(_tiny_rows(seeds=3, epochs=5))
+    unrecorded = [dict(r, epochs="") for r in _tiny_rows(seeds=5, epochs=20)]
+    assert withheld_reason(unrecorded) == ("No verdicts: 5 seeds, epochs per experience not recorded: below the 3 "
+                                           "seeds and 5 epochs per experience a verdict needs.")
+
+
+def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
+    from benchmarks.presets import PRESETS
+    from benchmarks.tables import write_markdown
+
+    (tiny,) = PRESETS["tiny"]
+    rows = [dict(r, dataset="digits", tasks=2, backbone="b", train_seconds=1.0, eval_seconds=1.0, regime="r",
+                 trained_params=1, lr="" if r["method"] == "ranpac-layer" else 0.01, tuned="", setting="--preset tiny",
+                 trained_in="") for r in _tiny_rows(len(tiny["seeds"]), tiny["epochs"])]
+    page = write_markdown(rows, tmp_path / "results.md").read_text()
+    assert "| Claim |" in page and "No verdicts: 2 seeds, 1 epoch per experience" in page
+    assert "holds" not in page and "fails" not in page

@@ -207,7 +207,9 @@ def test_write_report_files(rows, tmp_path):
     assert set(paths) == {"csv", "markdown", "curves", "components_tmc"}
     written = paths["markdown"].read_text(encoding="utf-8")
     assert written.startswith(report.readme_block(rows)) and written.endswith(report.timing_table(rows))
-    assert "| TMC > Soup | +11.2 (1 seed): not resolved | not run |" in written  # one seed decides nothing
+    # one seed decides nothing: the difference, no verdict, and why
+    assert "| TMC > Soup | +11.2 (1 seed) | not run |" in written and "holds" not in written
+    assert "No verdicts: 1 seed, 5 epochs per experience: below the 3 seeds" in written
     assert read_csv(paths["csv"]) == rows
     for key in ("curves", "components_tmc"):
         assert_png(paths[key])
