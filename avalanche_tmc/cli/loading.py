@@ -60,9 +60,16 @@ def _names_a_file(target: str) -> bool:
 
 def _factory_module(name: str, function: str, spec: str) -> Any:
     """An installed (or ``PYTHONPATH``) module, imported without the working directory."""
+    if name.startswith(".") or not all(part.isidentifier() for part in name.split(".")):
+        raise FactoryError(f"Cannot import {name!r} for factory {spec!r}: a module is named by its absolute dotted "
+                           "name (e.g. avalanche_tmc.factories:digits), or a file by its path "
+                           "(./my_factories.py:model).")
     try:
         return importlib.import_module(name)
-    except ImportError as error:
+    except (Exception, SystemExit) as error:  # noqa: BLE001  (a module that fails at import: the user's to fix)
+        if not isinstance(error, ImportError):
+            raise FactoryError(f"Importing the module {name!r} of factory {spec!r} failed: "
+                               f"{type(error).__name__}: {error}") from None
         local = os.path.join(*name.split(".")) + ".py"
         hint = (f" The command line does not import from the working directory (a file there could shadow an "
                 f"installed package); name the file instead: {local if os.sep in local else './' + local}:{function}."
@@ -91,7 +98,7 @@ def _factory_file(target: str, spec: str) -> Any:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001  (any failure of the user's file is reported as such)
+    except (Exception, SystemExit) as error:  # noqa: BLE001  (any failure of the user's file is reported as such)
         del sys.modules[name]
         raise FactoryError(f"Loading the factory file {target!r} failed: {type(error).__name__}: {error}") from error
     return module
