@@ -132,7 +132,7 @@ def train_component(job: TrainJob, factories: Factories, logging: LogSettings) -
             raise UsageError(f"Experience(s) {unknown} are not in the data's training stream (ids {known}).")
         paths = {e: os.path.join(job.out, f"experience-{e}.safetensors") for e in wanted}
         for path in paths.values():
-            check_output(path, job.overwrite)
+            check_output(path, job.overwrite, new_folder=True)
         progress = ProgressPlugin(not job.quiet and speaks(logging, rank), position=rank if logging.all_ranks else 0)
         runtime = Runtime(job.device, job.eval_batch_size, [progress], evaluator(logging, rank, world))
         strategy = strategy_for_method(factories.network(), job.method, runtime, job.training, job.projection_dim,

@@ -1,11 +1,21 @@
 """Issue 42, "every failure says what to do": failures that ended in "unexpected error, please
 report it" (a traceback, exit 1) get one line and their documented exit code."""
 
-import pytest
+import errno
+import os
+import resource
 
-from avalanche_tmc.cli import EXIT_FACTORY, main
+import pytest
+import torch
+
+import avalanche_tmc.files as cf
+from avalanche_tmc import TangentModel
+from avalanche_tmc.cli import EXIT_FACTORY, EXIT_USAGE, main
+from avalanche_tmc.files import storage
+from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
 
 NEVER = "tests.avalanche_tmc.test_cli_refusals:never"
+DATA = "tests.avalanche_tmc.cli_factories:data"
 
 
 # ------------------------------------------------------------- a factory module that fails to import
@@ -42,3 +52,104 @@ def test_a_factory_module_name_that_cannot_be_imported_is_a_factory_error(tmp_pa
     err = capsys.readouterr().err
     assert code == EXIT_FACTORY, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------- an OSError while writing
+
+
+@pytest.fixture()
+def files(tmp_path):
+    torch.manual_seed(0)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+    directory = tmp_path / "silo"
+    for exp in (0, 1):
+        cf.save_component(cf.tangent_component(model, random_delta(model, seed=exp), exp),
+                          str(directory / f"experience-{exp}.safetensors"))
+    cf.save_component(cf.compose_components([cf.load_component(str(directory / f"experience-{exp}.safetensors"))
+                                             for exp in (0, 1)]), str(tmp_path / "composed.safetensors"))
+    return directory
+
+
+def _one_line(err: str) -> str:
+    assert "Traceback" not in err and "unexpected error" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("number, reason", [(errno.ENOSPC, "disk is full"), (errno.EROFS, "read-only"),
+                                            (errno.EDQUOT, "quota"), (errno.EIO, "check the path")])
+@pytest.mark.parametrize("command", ["compose", "forget"])
+def test_an_oserror_while_writing_is_one_line_with_exit_2(tmp_path, files, monkeypatch, capsys, number, reason,
+                                                          command):
+    """A full disk (or any OSError of the write) ended in "unexpected error, please report it"."""
+    out = tmp_path / "out.safetensors"
+
+    def full(path, data, **kwargs):
+        raise OSError(number, os.strerror(number), path)
+
+    monkeypatch.setattr(storage, "write_atomically", full)
+    inputs = ([str(files)] if command == "compose" else
+              [str(tmp_path / "composed.safetensors"), str(files / "experience-1.safetensors")])
+    assert main([command, *inputs, "--out", str(out), "--quiet"]) == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert str(out) in line and reason in line and os.strerror(number) in line
+
+
+def test_the_file_size_limit_is_one_line_with_exit_2(tmp_path, files, capsys):
+    """EFBIG from a real file-size limit (Python ignores SIGXFSZ: the write fails with EFBIG)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))
+    try:
+        code = main(["compose", str(files), "--out", str(tmp_path / "big.safetensors"), "--quiet"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert code == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert "file-size limit" in line and "big.safetensors" in line
+    assert sorted(os.listdir(tmp_path)) == ["composed.safetensors", "silo"]  # no temporary left behind
+
+
+def test_a_log_folder_with_a_foreign_file_is_a_usage_error(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    (logs / "csv").mkdir(parents=True)
+    (logs / "csv" / "training_results.csv").write_text("name,value\nsomething,else\n")
+    code = main(["train-component", "--experience", "0", "--out", str(tmp_path / "out"), "--quiet",
+                 "--model", NEVER, "--data", DATA, "--logger", "csv", "--log-dir", str(logs)])
+    assert code == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert "--log-dir" in line and "training_results.csv" in line
+    assert (logs / "csv" / "training_results.csv").read_text() == "name,value\nsomething,else\n"
+
+
+def test_an_out_ending_in_a_separator_is_a_folder_not_a_file(tmp_path, files, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for out in ("newdir/", str(tmp_path / "other") + os.sep):
+        assert main(["compose", str(files), "--out", out, "--quiet"]) == EXIT_USAGE
+        assert "is a directory" in _one_line(capsys.readouterr().err)
+    assert sorted(os.listdir(tmp_path)) == ["composed.safetensors", "silo"]
+
+
+# ------------------------------------------------------------- a missing parent folder (B7)
+
+
+def test_a_missing_parent_folder_is_refused_not_created(tmp_path, files, capsys):
+    out = tmp_path / "nonexistent" / "dir" / "c.safetensors"
+    assert main(["compose", str(files), "--out", str(out), "--quiet"]) == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert "does not exist" in line and "mkdir" in line
+    assert main(["forget", str(tmp_path / "composed.safetensors"), str(files / "experience-0.safetensors"),
+                 "--out", str(tmp_path / "missing" / "c.safetensors"), "--quiet"]) == EXIT_USAGE
+    assert "does not exist" in _one_line(capsys.readouterr().err)
+    assert main(["train-component", "--experience", "0", "--out", str(tmp_path / "a" / "b"), "--quiet",
+                 "--model", NEVER, "--data", NEVER]) == EXIT_USAGE
+    assert "does not exist" in _one_line(capsys.readouterr().err)
+    assert sorted(os.listdir(tmp_path)) == ["composed.safetensors", "silo"]
+
+
+def test_a_refused_train_component_leaves_no_empty_output_folder(tmp_path, capsys):
+    out = tmp_path / "new"
+    assert main(["train-component", "--experience", "9", "--out", str(out), "--quiet",
+                 "--model", NEVER, "--data", DATA]) == EXIT_USAGE
+    assert "not in the data's training stream" in _one_line(capsys.readouterr().err)
+    assert not out.exists()
