@@ -25,8 +25,16 @@ RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_un
             "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il")
 
 
-def _int_at_least(minimum: int):
-    """An argparse type for an integer >= ``minimum`` (0 or 1)."""
+SEED_MAX = 2 ** 32 - 1
+"""The largest seed (``--seed``, ``--seeds``, ``--data-seed``): numpy's generators take no more."""
+SEED_COUNT_MAX = 1000
+"""The most seeds a run repeats over (``--seeds N``)."""
+IMAGE_SIZE_MAX = 4096
+"""The largest ``--image-size`` (a 4096 px image is 192 MiB in float32 before any batch)."""
+
+
+def _int_at_least(minimum: int, maximum: Optional[int] = None):
+    """An argparse type for an integer >= ``minimum`` (0 or 1) and, if given, <= ``maximum``."""
     kind = "a positive" if minimum == 1 else "a non-negative"
 
     def parse(text: str) -> int:
@@ -36,6 +44,8 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be in {minimum}..{maximum}, got {value}")
         return value
 
     return parse
@@ -43,6 +53,8 @@ def _int_at_least(minimum: int):
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+_seed = _int_at_least(0, SEED_MAX)
+_image_size = _int_at_least(1, IMAGE_SIZE_MAX)
 
 
 def _bounded_float(high: float, hint: str):
@@ -88,11 +100,11 @@ def _seeds(text: str) -> Tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a count (3) or comma-separated seeds (0,4,7), got {text!r}") \
             from None
     if "," not in text:
-        if len(values) != 1 or values[0] < 1:
-            raise argparse.ArgumentTypeError(f"a seed count must be at least 1, got {text!r}")
+        if len(values) != 1 or not 1 <= values[0] <= SEED_COUNT_MAX:
+            raise argparse.ArgumentTypeError(f"a seed count must be in 1..{SEED_COUNT_MAX}, got {text!r}")
         return tuple(range(values[0]))
-    if not values or len(set(values)) != len(values) or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"seeds must be distinct non-negative integers, got {text!r}")
+    if not values or len(set(values)) != len(values) or min(values) < 0 or max(values) > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"seeds must be distinct integers in 0..{SEED_MAX}, got {text!r}")
     return tuple(values)
 
 
@@ -118,7 +130,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
-    p.add_argument("--image-size", type=_positive_int)
+    p.add_argument("--image-size", type=_image_size,
+                   help=f"side of the square input images in pixels (1..{IMAGE_SIZE_MAX})")
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
     p.add_argument("--epochs", type=_positive_int)
     p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
@@ -132,8 +145,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
                         "(minibatch order, new-head initialisation, random projections); default: the preset's")
-    p.add_argument("--seed", type=_non_negative_int, default=None, help="a single seed (same as --seeds SEED,)")
-    p.add_argument("--data-seed", type=_non_negative_int, default=0,
+    p.add_argument("--seed", type=_seed, default=None, help=f"a single seed in 0..{SEED_MAX} (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=_seed, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--jobs", type=_positive_int, default=None,

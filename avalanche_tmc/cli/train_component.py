@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
-from .argtypes import POSITIVE_FLOAT, POSITIVE_INT, check_device, experience_id
+from .argtypes import BETA, LEARNING_RATE, POSITIVE_INT, PROJECTION_DIM, SEED, TIMEOUT, check_device, experience_id
 from .arguments import (
     add_command,
     factories_of,
@@ -41,7 +41,7 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     train.add_argument("--method", choices=methods(), default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
                             "ncm: a training-free head's statistics")
-    train.add_argument("--lr", type=POSITIVE_FLOAT, default=1e-2,
+    train.add_argument("--lr", type=LEARNING_RATE, default=1e-2,
                        help="Adam learning rate (tangent methods). The default, 1e-2, suits the default --model "
                             "(a small digits CNN with a new head: 0.31 accuracy against 0.02 at 1e-4); the "
                             "library's default (avalanche_tmc.DEFAULT_LR) is the paper's 1e-4, which does no harm "
@@ -51,15 +51,16 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                        help="epochs per experience, the strategies' train_epochs (tangent methods; the default 5 "
                             "suits the default --model; in Python train_epochs keeps Avalanche's default, 1)")
     train.add_argument("--batch-size", type=POSITIVE_INT, default=32, help="training batch size (tangent methods)")
-    train.add_argument("--beta", type=POSITIVE_FLOAT, default=25.0,
+    train.add_argument("--beta", type=BETA, default=25.0,
                        help="RSL target: 25 class/task-incremental, 5 data")
     train.add_argument("--weighting", choices=("mean", "samples"), default="mean",
                        help="component weight: 1 each, or the experience's sample count")
-    train.add_argument("--projection-dim", type=POSITIVE_INT, default=2000, help="random features of --method ranpac")
-    train.add_argument("--seed", type=int, default=0,
-                       help="experience e trains with torch.manual_seed(1000 * seed + e) "
+    train.add_argument("--projection-dim", type=PROJECTION_DIM, default=2000,
+                       help="random features of --method ranpac (1 to 20000: its statistics are a D x D matrix)")
+    train.add_argument("--seed", type=SEED, default=0,
+                       help="0 to 2**32-1: experience e trains with torch.manual_seed(1000 * seed + e) "
                             "(avalanche_tmc.experience_seed): the same file wherever it runs")
-    train.add_argument("--timeout", type=POSITIVE_FLOAT, default=3600.0,
+    train.add_argument("--timeout", type=TIMEOUT, default=3600.0,
                        help="under torchrun: seconds a process waits for the others before failing")
     output_arguments(train, "DIR", "directory for the component files", "existing component files")
     factory_arguments(train)

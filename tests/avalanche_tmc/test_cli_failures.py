@@ -153,3 +153,33 @@ def test_a_refused_train_component_leaves_no_empty_output_folder(tmp_path, capsy
                  "--model", NEVER, "--data", DATA]) == EXIT_USAGE
     assert "not in the data's training stream" in _one_line(capsys.readouterr().err)
     assert not out.exists()
+
+
+# ------------------------------------------------------------- numbers out of range, found while parsing (A3)
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("--seed", "-1", "0..4294967295"), ("--seed", "1e25", "0..4294967295"),
+    ("--seed", "10000000000000000000000000", "0..4294967295"), ("--seed", "4294967296", "0..4294967295"),
+    ("--lr", "1e300", "3.4e38"), ("--lr", "1e39", "3.4e38"), ("--beta", "1e300", "3.4e38"),
+    ("--projection-dim", "1000000", "1..20000"), ("--projection-dim", "20001", "1..20000"),
+    ("--timeout", "1e300", "1e7"),
+])
+def test_numbers_out_of_range_are_refused_while_parsing(tmp_path, capsys, flag, value, allowed):
+    """`--seed -1` failed in the seeding (exit 1, traceback), `--lr 1e300` in float32, `--projection-dim
+    1000000` in memory: refused by argparse (exit 2) with the range, before any factory runs."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train-component", "--experience", "0", "--out", str(tmp_path / "out"), "--quiet", "--model", NEVER,
+              "--data", NEVER, f"{flag}={value}"])
+    assert exit_info.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert allowed in err and flag in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--seed", "4294967295"), ("--seed", "0"), ("--lr", "3e38"),
+                                         ("--projection-dim", "20000"), ("--timeout", "1e7")])
+def test_numbers_at_the_ends_of_their_ranges_are_accepted(tmp_path, capsys, flag, value):
+    code = main(["train-component", "--experience", "0", "--out", str(tmp_path / "out"), "--quiet", "--model", NEVER,
+                 "--data", NEVER, f"{flag}={value}"])
+    assert code == EXIT_FACTORY and "factory was called" in capsys.readouterr().err  # parsed: the factory ran
