@@ -58,14 +58,16 @@ PROJECTION_DIM_MAX = 20000
 """The largest ``--projection-dim``: RanPAC's statistics are a D x D matrix (20000: 1.6 GB in float32)."""
 TIMEOUT_MAX = 10 ** 7
 """The longest ``--timeout`` in seconds (about 115 days; Python's timedelta overflows far beyond)."""
-LEARNING_RATE = in_range(float, math.ulp(0.0), FLOAT32_MAX, "must be a positive finite number at most 3.4e38 (float32's largest)")
+_FLOAT32 = "must be a positive finite number at most 3.4e38 (float32's largest)"
+LEARNING_RATE = in_range(float, math.ulp(0.0), FLOAT32_MAX, _FLOAT32)
 """``--lr``: a float in (0, float32's largest]."""
-BETA = in_range(float, math.ulp(0.0), FLOAT32_MAX, "must be a positive finite number at most 3.4e38 (float32's largest)")
+BETA = in_range(float, math.ulp(0.0), FLOAT32_MAX, _FLOAT32)
 """``--beta``: a float in (0, float32's largest]."""
 SEED = in_range(int, 0, SEED_MAX, f"must be an integer in 0..{SEED_MAX}")
 """``--seed``: an integer in 0 … 2**32 - 1."""
 PROJECTION_DIM = in_range(int, 1, PROJECTION_DIM_MAX,
-                          f"must be an integer in 1..{PROJECTION_DIM_MAX} (its statistics are a D x D matrix)")
+                          f"must be an integer >= 1 and <= {PROJECTION_DIM_MAX}, i.e. 1..{PROJECTION_DIM_MAX} "
+                          "(its statistics are a D x D matrix)")
 """``--projection-dim``: an integer in 1 … 20000."""
 TIMEOUT = in_range(float, math.ulp(0.0), TIMEOUT_MAX, "must be a positive finite number of seconds at most 1e7")
 """``--timeout``: seconds in (0, 1e7]."""
