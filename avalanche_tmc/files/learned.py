@@ -202,7 +202,8 @@ def _learned_tensors(tensors: Dict[str, "torch.Tensor"], members: List[Dict[str,
         index, _, inner = rest.partition("/")
         if kind == "sum" and rest:
             total[rest] = tensor
-        elif kind == "member" and inner and index.isdigit() and int(index) < len(members) and keep:
+        elif (kind == "member" and inner and re.fullmatch(r"[0-9]{1,9}", index) and int(index) < len(members)
+              and keep):
             indexed.setdefault(int(index), OrderedDict())[inner] = tensor
         else:
             raise CheckpointError(f"{shown}: tensor {_shown(repr(name))} is not a sum or a member of its "
@@ -231,7 +232,8 @@ def _check_version(version: Any, shown: str) -> None:
     """Refuse a learned-state file of another format version, saying what to do."""
     if version == str(FORMAT_VERSION):
         return
-    if version is None or (isinstance(version, str) and version.isdigit() and int(version) < FORMAT_VERSION):
+    if version is None or (isinstance(version, str) and re.fullmatch(r"[0-9]{1,6}", version)
+                           and int(version) < FORMAT_VERSION):
         raise CheckpointError(
             f"{shown}: written by an earlier avalanche-tmc (format version {version or '2 or older'}), whose files "
             "named the network's classes by module paths that have since moved, so its architecture cannot be "

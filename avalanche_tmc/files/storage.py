@@ -110,7 +110,13 @@ def load_component(path: str, *, key: Union[None, bytes, str] = None) -> Compone
     base = _json_field(metadata, "base", path, dict)
     settings = _json_field(metadata, "settings", path, dict)
     _check_members(members, path)
-    total = math.fsum(m["weight"] for m in members)
+    try:
+        total = math.fsum(m["weight"] for m in members)
+    except OverflowError:  # finite weights, each checked: only a crafted file sums beyond float's range
+        total = math.inf
+    if not math.isfinite(total):
+        raise _refuse(path, f"the weights of its {len(members)} members overflow when summed (beyond 1.8e308): a "
+                            "tampered or invalid file")
     if not math.isfinite(weight) or weight < 0 or (kind == "component" and len(members) != 1) or not math.isclose(
             weight, total, rel_tol=1e-9, abs_tol=1e-12):
         raise _refuse(path, f"its weight {weight} is not the sum of its {len(members)} member(s)' weights or they do "
