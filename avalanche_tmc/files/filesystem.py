@@ -69,7 +69,8 @@ def _remove_stale_temporaries(directory: str, base: str) -> None:
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
         parts = name[len(prefix):-len(".tmp")].rsplit(".", 2)
-        if len(parts) == 3 and parts[0] == host and parts[1].isascii() and parts[1].isdigit() and not _alive(int(parts[1])):
+        pid = parts[1] if len(parts) == 3 and parts[0] == host and parts[1].isascii() else ""
+        if pid.isdigit() and not _alive(int(pid)):
             try:
                 os.remove(os.path.join(directory, name))
             except OSError:
