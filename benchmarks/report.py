@@ -50,6 +50,7 @@ from benchmarks.results_io import (
     accuracy_index,
     accuracy_spread,
     atomic_path,
+    check_columns,
     cost_class,
     csv_kind,
     final_accuracy,
@@ -108,6 +109,7 @@ def generated_block(path: PathLike) -> str:
     :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV or
     :func:`benchmarks.machines.spread_table` of a machine comparison."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
+    check_columns(path, kind)
     if kind == "spread":
         from benchmarks.machines import read_spread_csv, spread_table
 
