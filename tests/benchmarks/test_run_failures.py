@@ -2,6 +2,7 @@
 ended in a traceback get one line and exit code 2, found before anything is written."""
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -78,3 +79,142 @@ def test_the_machine_comparison_given_another_kind_of_csv_says_what_it_expects(t
     err = capsys.readouterr().err
     assert f"a {source} file, not a results file" in err and "lacks the column(s)" in err
     assert not (tmp_path / "s.csv").exists()
+
+
+# ------------------------------------------------------------- the runner's preflight: nothing written first (A6)
+
+# small enough for a test: ResNet-18 at 32 px (random weights from a file), one epoch
+QUICK = ["--epochs", "1", "--seeds", "1", "--jobs", "1", "--threads", "1", "--methods", "tmc", "--workers", "0"]
+SMALL = ["--backbone", "resnet18", "--image-size", "32", *QUICK]
+CALTECH = ["--preset", "c-caltech256-5", "--data-root", "{folder}", *SMALL, "--data-option", "train_per_class=5"]
+DIGITS = ["--dataset", "digits", *QUICK]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    from benchmarks.datasets.synthetic import make_image_folder
+
+    root = tmp_path_factory.mktemp("caltech")
+    make_image_folder(root, layout="caltech256", classes=5, per_class=7, min_size=40, max_size=64)
+    return root
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    import torch
+    from torchvision.models import resnet18
+
+    path = tmp_path_factory.mktemp("weights") / "resnet18-random.pth"
+    torch.manual_seed(0)
+    torch.save(resnet18().state_dict(), path)
+    return path
+
+
+def _runner(argv, capsys):
+    """(exit code, the one stderr line) of ``python -m benchmarks.run argv``, in-process."""
+    from benchmarks import run
+    from benchmarks.refusals import command_line
+
+    code = command_line(run.main, "python -m benchmarks.run", argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") <= 1, err
+    return code, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([*CALTECH, "--weights", "{weights}", "--tasks", "6"], "--tasks 6: caltech256 has 5 classes"),
+    ([*DIGITS, "--tasks", "11"], "--tasks 11: digits has 10 classes"),
+    ([*DIGITS, "--scenario", "task", "--tasks", "12"], "--tasks 12: digits has 10 classes"),
+    ([*CALTECH, "--weights", "{weights}", "--data-option", "nonsense=1"],
+     "--data-option nonsense: dataset caltech256 takes no such option"),
+    ([*DIGITS, "--data-option", "colour=red"], "--data-option colour: dataset digits takes no such"),
+    ([*DIGITS, "--data-option", "normalization=3"], "--data-option normalization: dataset digits"),
+    ([*CALTECH, "--weights", "{garbage}"], "not a state dict of resnet18"),
+    ([*CALTECH, "--weights", "{other}"], "not a state dict of resnet18"),
+    ([*CALTECH, "--weights", "{misnamed}"], "does not start with 0123abcd"),
+])
+def test_what_can_be_checked_is_refused_before_anything_is_written(argv, message, folder, weights, tmp_path,
+                                                                     capsys, monkeypatch):
+    """These failed after settings.json was written (a traceback, and a retry refused as "holds results of other
+    settings"): refused by the preflight, no output folder made."""
+    import torch
+
+    from benchmarks import run
+
+    garbage = tmp_path / "garbage.pth"
+    garbage.write_bytes(b"\x80\x02 not a state dict" * 100)
+    other = tmp_path / "other.pth"
+    torch.save({"fc.weight": torch.zeros(3, 3)}, other)
+    misnamed = tmp_path / "resnet18-0123abcd.pth"
+    misnamed.write_bytes(weights.read_bytes())
+    prepared = []
+    monkeypatch.setattr(run, "prepare", lambda *a, **k: prepared.append(1))
+    argv = [a.format(folder=folder, weights=weights, garbage=garbage, other=other, misnamed=misnamed) for a in argv]
+    out = tmp_path / "new" / "out"
+    code, err = _runner([*argv, "--out", str(out)], capsys)
+    assert code == 2 and message in err, err
+    assert not prepared and not (tmp_path / "new").exists()
+
+
+def test_a_corrupt_image_is_named_and_leaves_no_settings_behind(folder, weights, tmp_path, capsys, monkeypatch):
+    """A corrupt JPEG (found when the images are decoded) failed with PIL's error, naming no file, after
+    settings.json was written: the retry with other settings was refused."""
+    import shutil
+
+    monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path / "cache"))
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    for image in broken.rglob("*.jpg"):
+        image.write_bytes(image.read_bytes()[:40])  # cut: PIL cannot decode it
+    argv = [a.format(folder=broken) for a in CALTECH] + ["--weights", str(weights)]
+    out = tmp_path / "out"
+    code, err = _runner([*argv, "--out", str(out)], capsys)
+    assert code == 2 and "not a readable image" in err and str(broken) in err and ".jpg" in err, err
+    assert not out.exists()
+    existing = tmp_path / "existing"  # a folder that existed keeps nothing of the failed attempt
+    existing.mkdir()
+    code, err = _runner([*argv, "--out", str(existing)], capsys)
+    assert code == 2 and "not a readable image" in err
+    assert sorted(p.name for p in existing.iterdir()) in ([], [".lock"])
+
+
+def test_a_failure_before_any_run_finished_restores_the_settings(tmp_path):
+    """The folder's settings and status are put back (or removed) when nothing finished; kept once a run did."""
+    from benchmarks import outdir
+    from benchmarks.config import Options, RunConfig
+    from benchmarks.presets import PRESETS
+
+    runs = [RunConfig.from_dict(dict(PRESETS["offline"][0]))]
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with outdir.claim(str(out), runs, Options()):
+            assert (out / outdir.SETTINGS_FILE).exists()
+            raise RuntimeError("a corrupt image")
+    assert not out.exists()
+    out.mkdir()
+    (out / outdir.SETTINGS_FILE).write_text('{"held": 1}\n')
+    with pytest.raises(RuntimeError):
+        with outdir.claim(str(out), runs, Options(restart=True)):
+            raise RuntimeError("a corrupt image")
+    assert (out / outdir.SETTINGS_FILE).read_text() == '{"held": 1}\n' and not (out / outdir.STATUS_FILE).exists()
+    with pytest.raises(RuntimeError):
+        with outdir.claim(str(out), runs, Options(restart=True)) as folder:
+            folder.finished(next(iter(folder.planned)))
+            raise RuntimeError("after a run finished")
+    assert outdir.SETTINGS_FILE in os.listdir(out) and '"held"' not in (out / outdir.SETTINGS_FILE).read_text()
+
+
+@pytest.mark.parametrize("number, advice", [(28, "disk is full"), (27, "file-size limit"), (30, "read-only"),
+                                            (5, "check the path")])
+def test_an_oserror_while_writing_the_results_is_one_line(tmp_path, capsys, monkeypatch, number, advice):
+    """A full disk (any OSError of a write) while the runner wrote its results ended in a traceback."""
+    from benchmarks import report, run
+
+    def full(rows, out_dir, **kwargs):
+        raise OSError(number, os.strerror(number), os.path.join(out_dir, "results.csv"))
+
+    monkeypatch.setattr(run, "preflight", lambda runs, options: None)
+    monkeypatch.setattr(run, "run_one", lambda config, options, out_dir: ([], []))
+    monkeypatch.setattr(report, "write_report", full)
+    code, err = _runner(["--dataset", "digits", "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and "results.csv" in err and os.strerror(number) in err and advice in err, err
