@@ -39,8 +39,8 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     train.add_argument("--experience", nargs="+", required=True, metavar="ID", type=experience_id,
                        help="experience ids (indices of the training stream) this silo trains, or 'all'")
     train.add_argument("--method", choices=methods(), default="tmc",
-                       help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
-                            "ncm: a training-free head's statistics")
+                       help="tmc: tangent component of every parameter; tmc-fc: of the head only; stats-ridge, "
+                            "ranpac, ncm: a training-free head's statistics")
     train.add_argument("--lr", type=LEARNING_RATE, default=1e-2,
                        help="Adam learning rate (tangent methods). The default, 1e-2, suits the default --model "
                             "(a small digits CNN with a new head: 0.31 accuracy against 0.02 at 1e-4); the "

@@ -183,3 +183,75 @@ def test_numbers_at_the_ends_of_their_ranges_are_accepted(tmp_path, capsys, flag
     code = main(["train-component", "--experience", "0", "--out", str(tmp_path / "out"), "--quiet", "--model", NEVER,
                  "--data", NEVER, f"{flag}={value}"])
     assert code == EXIT_FACTORY and "factory was called" in capsys.readouterr().err  # parsed: the factory ran
+
+
+# ------------------------------------------------------------- usage: one line, a hint, "did you mean" (B10)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train-component", "--experience", "0"], "the following arguments are required: --out"),
+    (["train-component", "--experience", "0", "--out", "x", "--method", "tmx"], "did you mean 'tmc'?"),
+    (["train-component", "--experience", "0", "--out", "x", "--lrr", "0.1"], "--lrr (did you mean --lr?)"),
+    (["compose", "a", "--out", "b", "--overwite"], "--overwite (did you mean --overwrite?)"),
+    (["evaluat", "x"], "did you mean 'evaluate'?"),
+    (["inspect", "x", "--jsn"], "--jsn (did you mean --json?)"),
+])
+def test_usage_errors_are_one_line_and_a_help_hint(capsys, argv, said):
+    """A missing --out printed 17 lines of usage with the error last; a misspelled option got no suggestion."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == EXIT_USAGE
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and said in lines[0] and lines[0].startswith("avalanche-tmc")
+    assert "--help" in lines[1] and not any(line.startswith("usage:") for line in lines)
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return capsys.readouterr().out
+
+
+def test_the_exit_codes_are_listed_once_and_help_shows_no_empty_defaults(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at hyphens
+    top = _help(capsys)
+    assert "4  files that do not combine" in top
+    for command in ("train-component", "compose", "forget", "inspect", "evaluate"):
+        text = _help(capsys, command)
+        assert "4  files that do not combine" not in text and "avalanche-tmc --help' lists them" in text, command
+        assert "(default: None)" not in text and "(default: False)" not in text and "(default: [])" not in text
+    train = " ".join(_help(capsys, "train-component").split())
+    assert "stats-ridge, ranpac, ncm: a training-free head" in train and "(default: 0.01)" in train
+    assert "(default: 0)" in train  # a default of 0 is shown
+
+
+def test_evaluate_evaluates_the_tme_ensemble_of_component_files(tmp_path, capsys):
+    """evaluate could not evaluate TME: --method tme evaluates the softmax ensemble of the component files, as
+    the library's TMEStrategy built from them does."""
+    import json
+    import warnings
+
+    from avalanche_tmc import TMEStrategy
+    from tests.avalanche_tmc import cli_factories
+
+    factories = ["--model", "tests.avalanche_tmc.cli_factories:model", "--data", DATA, "--option", "tasks=3"]
+    assert main(["train-component", "--experience", "0", "1", "--out", str(tmp_path / "silo"), "--quiet",
+                 "--epochs", "1", *factories]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "silo"), "--method", "tme", "--json", "--quiet", *factories]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["method"] == "tme" and report["experiences"] == [0, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = TMEStrategy.from_components(str(tmp_path / "silo"),
+                                                model=TangentModel(cli_factories.model(tasks=3)))
+        results = reference.eval(cli_factories.data(tasks=3).test_stream)
+    capsys.readouterr()  # (Avalanche's default logger printed)
+    accuracy = next(v for k, v in results.items() if k.startswith("Top1_Acc_Stream/eval_phase/test_stream"))
+    assert report["accuracy"] == pytest.approx(accuracy, abs=1e-9)
+    assert main(["evaluate", str(tmp_path / "silo"), "--json", "--quiet", *factories]) == 0  # the composition
+    assert json.loads(capsys.readouterr().out)["method"] == "tmc"
+    assert main(["compose", str(tmp_path / "silo"), "--out", str(tmp_path / "c.safetensors"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "c.safetensors"), "--method", "tme", "--quiet", *factories]) == EXIT_USAGE
+    assert "holds only their sum: give the component files" in _one_line(capsys.readouterr().err)
