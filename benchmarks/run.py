@@ -33,6 +33,7 @@ from benchmarks.jobs import available_cores, run_tasks
 from benchmarks.loading import decode_once
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
+from benchmarks.progress import groups_progress
 from benchmarks.refusals import Refusal, command_line, is_refusal
 from benchmarks.run_args import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.scenarios import make_scenario, task_test_stream
@@ -279,7 +280,12 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
-    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic)
+    started = time.time()
+
+    def finished(count: int) -> None:
+        print(f"  [{groups_progress(count, len(tasks), time.time() - started)}]", flush=True)
+
+    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic, on_done=finished)
     results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name,
                                                                                   td[0][3].scenario)])
                for row in rows]

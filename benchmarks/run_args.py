@@ -5,20 +5,17 @@ with the argparse types that refuse a bad value) and the one place they are read
 """
 
 import argparse
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-import torch
-
-from avalanche_tmc.loggers import LOGGERS, check_loggers
-from benchmarks.config import RECIPE_CHOICES, Options, RunConfig
-from benchmarks.jobs import default_jobs, threads_per_job
-from benchmarks.loading import default_workers
-from benchmarks.methods import method_names
+from avalanche_tmc.loggers import LOGGERS, check_loggers  # standard library only
+from benchmarks.choices import RECIPE_CHOICES, SCENARIOS
 from benchmarks.presets import PRESETS
 from benchmarks.refusals import Refusal
-from benchmarks.scenarios import SCENARIOS
 
-__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs"]
+if TYPE_CHECKING:  # torch and Avalanche are imported once the command line is read: --help answers at once
+    from benchmarks.config import Options, RunConfig
+
+__all__ = ["RUN_KEYS", "build_parser", "parse_args", "resolve", "resolve_runs"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
@@ -110,6 +107,16 @@ def _seeds(text: str) -> Tuple[int, ...]:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options; those left unset come from the preset."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.seed is not None and args.seeds is not None:
+        p.error("give --seeds or --seed, not both")
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The runner's argument parser (standard library only: ``--help`` imports neither torch
+    nor Avalanche)."""
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
@@ -118,24 +125,28 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                "  python -m benchmarks.run --preset c-caltech256-10 --data-root ~/data  # a paper run (GPU)\n"
                "A refusal (bad option, missing dataset, weights or package) is one line on stderr, exit code 2.")
     p.add_argument("--preset", default=None, help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("--dataset")
+    p.add_argument("--dataset", help="dataset of the run (python -m benchmarks.datasets lists them and what each "
+                                      "needs; default: the preset's, offline: mnist_like_30)")
     p.add_argument("--data-root", default=None, help="folder holding the dataset (Caltech-256, MIT-67, ...)")
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="dataset loader option, e.g. train_per_class=100 (repeatable)")
-    p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--tasks", type=_positive_int)
+    p.add_argument("--scenario", choices=SCENARIOS,
+                   help="class-, task- or data-incremental (with a multi-run preset: its run of that scenario)")
+    p.add_argument("--tasks", type=_positive_int,
+                   help="experiences of the run (at most the dataset's classes; data-IL by domain: its domains)")
     p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
                    help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
                         "the same training, the task-IL column without training again (default: the preset's)")
-    p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
+    p.add_argument("--methods", help="comma-separated method rows of the tables, e.g. tmc,tme,ewc (an unknown name "
+                                      "is refused with the list of valid ones)")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
     p.add_argument("--image-size", type=_image_size,
                    help=f"side of the square input images in pixels (1..{IMAGE_SIZE_MAX})")
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
-    p.add_argument("--epochs", type=_positive_int)
+    p.add_argument("--epochs", type=_positive_int, help="training epochs per experience of every trained method")
     p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
-    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--batch-size", type=_positive_int, help="training mini-batch size")
     p.add_argument("--lr-tangent", type=_bounded_float(1.0, "Adam; the paper uses 1e-4 to 1e-2"),
                    help="Adam lr of the tangent methods")
     p.add_argument("--lr", type=_bounded_float(10.0, "SGD; typically 1e-3 to 1e-1"),
@@ -148,7 +159,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=_seed, default=None, help=f"a single seed in 0..{SEED_MAX} (same as --seeds SEED,)")
     p.add_argument("--data-seed", type=_seed, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N (default: cuda if available, "
+                                                   "else cpu)")
     p.add_argument("--jobs", type=_positive_int, default=None,
                    help="train this many (seed, method group) pairs at once, each in its own single-thread "
                         "process (default: one per CPU core on CPU, 1 on an accelerator)")
@@ -216,10 +228,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="start --out afresh: retrain method groups an earlier, interrupted run finished and replace "
                         "the folder's results (default: resume; a run whose settings differ from the folder's is "
                         "refused without it)")
-    args = p.parse_args(argv)
-    if args.seed is not None and args.seeds is not None:
-        p.error("give --seeds or --seed, not both")
-    return args
+    return p
 
 
 def _parse_value(text: str) -> Any:
@@ -231,9 +240,17 @@ def _parse_value(text: str) -> Any:
     return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
-def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
+def resolve(args: argparse.Namespace) -> Tuple[List["RunConfig"], "Options"]:
     """The runs to do (the preset's, with every flag given on the command line applied)
     and the options for all of them: the one place the command line is read."""
+    from benchmarks.config import Options
+    from benchmarks.jobs import default_jobs, threads_per_job
+    from benchmarks.loading import default_workers
+
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     runs = resolve_runs(args)
     jobs = args.jobs or default_jobs(args.device)
     threads = 1 if args.deterministic else args.threads
@@ -252,8 +269,10 @@ def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
     return runs, options
 
 
-def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
+def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
     """The runs to do: the preset's, with every flag given on the command line applied."""
+    from benchmarks.config import RunConfig
+
     if args.preset is not None and args.preset not in PRESETS:
         raise Refusal(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
     runs = [dict(r) for r in PRESETS[args.preset]] if args.preset else [dict(PRESETS["offline"][0])]

@@ -218,3 +218,47 @@ def test_an_oserror_while_writing_the_results_is_one_line(tmp_path, capsys, monk
     monkeypatch.setattr(report, "write_report", full)
     code, err = _runner(["--dataset", "digits", "--out", str(tmp_path / "out")], capsys)
     assert code == 2 and "results.csv" in err and os.strerror(number) in err and advice in err, err
+
+
+# ------------------------------------------------------------- the runner's --help and progress (B11)
+
+
+def test_every_runner_option_has_help():
+    """Seven options had no help text."""
+    from benchmarks.run_args import build_parser
+
+    parser = build_parser()
+    assert [a.option_strings for a in parser._actions if not (a.help or "").strip()] == []
+
+
+@pytest.mark.integration
+def test_the_runner_s_help_imports_neither_torch_nor_avalanche():
+    """`python -m benchmarks.run --help` took 9 s: it imported torch and Avalanche before parsing."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "benchmarks.run", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--preset" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    assert not imported & {"torch", "avalanche", "numpy"}, sorted(imported & {"torch", "avalanche", "numpy"})
+
+
+@pytest.mark.parametrize("done, total, elapsed, line", [
+    (1, 4, 60.0, "1/4 method groups done, 1m00s elapsed, ETA 3m00s"),
+    (3, 12, 90.0, "3/12 method groups done, 1m30s elapsed, ETA 4m30s"),
+    (5, 5, 3725.0, "5/5 method groups done, 1h02m elapsed, ETA 0s"),
+])
+def test_the_main_job_s_progress_line_has_the_elapsed_time_and_an_eta(done, total, elapsed, line):
+    from benchmarks.progress import groups_progress
+
+    assert groups_progress(done, total, elapsed) == line
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_run_tasks_reports_each_finished_task_in_this_process(jobs):
+    from benchmarks.jobs import run_tasks
+
+    reported = []
+    assert run_tasks(abs, [-3, -1, -2], jobs, on_done=reported.append) == [3, 1, 2]
+    assert reported == [1, 2, 3]

@@ -1,0 +1,19 @@
+"""The runner's fixed choices (standard library only, so that ``python -m benchmarks.run
+--help`` answers without importing torch or Avalanche)."""
+
+from typing import Dict, Tuple
+
+__all__ = ["SCENARIOS", "RECIPE_CHOICES"]
+
+SCENARIOS: Tuple[str, ...] = ("class", "task", "data")
+"""The scenarios a run can be: class-, task- or data-incremental."""
+
+RECIPE_CHOICES: Dict[str, Tuple[str, ...]] = {
+    "decay_kind": ("norm", "squared", "decoupled"),
+    "schedule": ("step", "authors"),
+    "transforms": ("square", "authors"),
+    "class_order": ("seeded", "label"),
+    "shards": ("permutation", "authors"),
+    "imagenet_weights": ("DEFAULT", "IMAGENET1K_V1"),
+}
+"""The values of the training-recipe settings (see :class:`benchmarks.config.RunConfig`)."""
