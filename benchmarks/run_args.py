@@ -48,8 +48,14 @@ def _int_at_least(minimum: int, maximum: Optional[int] = None):
     return parse
 
 
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+COUNT_MAX = 2 ** 31 - 1
+"""The largest count (epochs, batch size, tasks): beyond ``sys.maxsize`` a DataLoader fails late."""
+PROCESSES_MAX = 256
+"""The most processes ``--workers`` or ``--parallel`` starts."""
+_positive_int = _int_at_least(1, COUNT_MAX)
+_non_negative_int = _int_at_least(0, COUNT_MAX)
+_processes = _int_at_least(1, PROCESSES_MAX)
+_workers = _int_at_least(0, PROCESSES_MAX)
 _seed = _int_at_least(0, SEED_MAX)
 _image_size = _int_at_least(1, IMAGE_SIZE_MAX)
 
@@ -181,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", action="store_const", const={}, default=None,
                    help="choose learning rate and epochs per tuning unit on a validation split of the training "
                         "data (benchmarks/tuning.py; the default grid: 9 trials per unit)")
-    p.add_argument("--parallel", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--parallel", type=_processes, default=1, metavar="N",
                    help="train the experiences of TMC/TME, TMC-FC and the training-free heads in N processes "
                         "(torch.distributed, gloo); every experience is seeded by the run's seed and its id "
                         "however it is trained, so the numbers are the sequential run's (up to float rounding "
@@ -214,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torchvision backbones: which ImageNet weights, from torch's cache (never downloaded); "
                              "the authors used IMAGENET1K_V1")
     feed = p.add_argument_group("input pipeline", "feeding an accelerator (image datasets trained end to end)")
-    feed.add_argument("--workers", type=_non_negative_int, default=None,
+    feed.add_argument("--workers", type=_workers, default=None,
                       help="DataLoader worker processes decoding images (default: one per core but one, up to 8, "
                            "when the images are decoded per batch; 0 for cached features)")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,

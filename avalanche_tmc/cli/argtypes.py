@@ -7,9 +7,9 @@ from typing import Callable, Union
 
 from .exits import UsageError
 
-__all__ = ["positive", "in_range", "POSITIVE_FLOAT", "POSITIVE_INT", "FLOAT32_MAX", "SEED_MAX", "PROJECTION_DIM_MAX",
-           "TIMEOUT_MAX", "LEARNING_RATE", "BETA", "SEED", "PROJECTION_DIM", "TIMEOUT", "experience_id", "device",
-           "check_device"]
+__all__ = ["positive", "in_range", "POSITIVE_FLOAT", "POSITIVE_INT", "INT_MAX", "FLOAT32_MAX", "SEED_MAX",
+           "PROJECTION_DIM_MAX", "TIMEOUT_MAX", "LEARNING_RATE", "BETA", "SEED", "PROJECTION_DIM", "TIMEOUT",
+           "experience_id", "device", "check_device"]
 
 
 def positive(kind: Callable[[str], float], allowed: str) -> Callable[[str], float]:
@@ -29,8 +29,6 @@ def positive(kind: Callable[[str], float], allowed: str) -> Callable[[str], floa
 
 POSITIVE_FLOAT = positive(float, "must be a positive finite number")
 """A float in (0, inf)."""
-POSITIVE_INT = positive(int, "must be an integer >= 1")
-"""An integer >= 1."""
 
 
 def in_range(kind: Callable[[str], float], low: float, high: float, allowed: str) -> Callable[[str], float]:
@@ -50,6 +48,10 @@ def in_range(kind: Callable[[str], float], low: float, high: float, allowed: str
     return parse
 
 
+INT_MAX = 2 ** 31 - 1
+"""The largest count the command line takes (a batch size beyond ``sys.maxsize`` failed in the DataLoader)."""
+POSITIVE_INT = in_range(int, 1, INT_MAX, f"must be an integer >= 1 (at most {INT_MAX})")
+"""An integer in 1 … 2**31 - 1 (batch sizes, epochs)."""
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest finite float32: a learning rate or β beyond it is infinite in the network's dtype."""
 SEED_MAX = 2 ** 32 - 1

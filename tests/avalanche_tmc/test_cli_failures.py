@@ -164,6 +164,9 @@ def test_a_refused_train_component_leaves_no_empty_output_folder(tmp_path, capsy
     ("--lr", "1e300", "3.4e38"), ("--lr", "1e39", "3.4e38"), ("--beta", "1e300", "3.4e38"),
     ("--projection-dim", "1000000", "1..20000"), ("--projection-dim", "20001", "1..20000"),
     ("--timeout", "1e300", "1e7"),
+    ("--batch-size", "100000000000000000000", "at most 2147483647"),
+    ("--eval-batch-size", "100000000000000000000", "at most 2147483647"),
+    ("--epochs", "100000000000000000000", "at most 2147483647"),
 ])
 def test_numbers_out_of_range_are_refused_while_parsing(tmp_path, capsys, flag, value, allowed):
     """`--seed -1` failed in the seeding (exit 1, traceback), `--lr 1e300` in float32, `--projection-dim

@@ -17,6 +17,9 @@ import pytest
     (["--seeds", "99999999999"], r"--seeds: a seed count must be in 1\.\.1000"),
     (["--seeds", "0,4294967296"], r"--seeds: seeds must be distinct integers in 0\.\.4294967295"),
     (["--image-size", "1000000"], r"--image-size: must be in 1\.\.4096"),
+    (["--batch-size", "100000000000000000000"], r"--batch-size: must be in 1\.\.2147483647"),
+    (["--workers", "1000000000"], r"--workers: must be in 0\.\.256"),
+    (["--parallel", "1000000000"], r"--parallel: must be in 1\.\.256"),
 ])
 def test_numbers_out_of_range_are_refused_while_parsing(argv, message, capsys):
     from benchmarks import run
