@@ -52,6 +52,9 @@ def load_factory(spec: str) -> Callable[..., Any]:
         return getattr(module, function)
     except AttributeError:
         raise FactoryError(f"{target!r} has no function {function!r} (factory {spec!r}).") from None
+    except Exception as error:  # noqa: BLE001  (a module __getattr__ of the user's that fails)
+        raise FactoryError(f"Reading {function!r} of {target!r} failed (factory {spec!r}): "
+                           f"{type(error).__name__}: {error}") from None
 
 
 def _names_a_file(target: str) -> bool:

@@ -27,6 +27,8 @@ DATA = "tests.avalanche_tmc.cli_factories:data"
     "import sys\nsys.exit(3)\n",
     "x = 1 / 0\n",
     "raise KeyError('k')\n",
+    "def __getattr__(name):\n    raise RuntimeError('no ' + name)\n",  # imports; reading the function fails
+    "model = 1\0\n",  # a NUL byte
 ])
 @pytest.mark.parametrize("as_file", [False, True])
 def test_a_factory_that_fails_at_import_is_a_factory_error(tmp_path, monkeypatch, capsys, source, as_file):
