@@ -12,7 +12,7 @@ import pkgutil
 import re
 import textwrap
 from types import ModuleType
-from typing import Dict, List, NoReturn, Optional, Sequence
+from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from .exits import EXIT_CODES, EXIT_USAGE
 
@@ -29,7 +29,7 @@ class Parser(argparse.ArgumentParser):
                               f"Run '{self.prog} --help' for the options.\n")
 
     def parse_known_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
-                         namespace: Optional[argparse.Namespace] = None):
+                         namespace: Optional[argparse.Namespace] = None) -> Tuple[argparse.Namespace, List[str]]:
         """As argparse's; arguments left over are reported by the command's own parser,
         which knows the command's options (for its "did you mean")."""
         parsed, extra = super().parse_known_args(args, namespace)
