@@ -6,13 +6,12 @@ import os
 import resource
 
 import pytest
-import torch
 
 import avalanche_tmc.files as cf
 from avalanche_tmc import TangentModel
 from avalanche_tmc.cli import EXIT_FACTORY, EXIT_USAGE, main
 from avalanche_tmc.files import storage
-from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
+from tests.helpers import two_silo_components
 
 NEVER = "tests.avalanche_tmc.test_cli_refusals:never"
 DATA = "tests.avalanche_tmc.cli_factories:data"
@@ -61,12 +60,8 @@ def test_a_factory_module_name_that_cannot_be_imported_is_a_factory_error(tmp_pa
 
 @pytest.fixture()
 def files(tmp_path):
-    torch.manual_seed(0)
-    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
     directory = tmp_path / "silo"
-    for exp in (0, 1):
-        cf.save_component(cf.tangent_component(model, random_delta(model, seed=exp), exp),
-                          str(directory / f"experience-{exp}.safetensors"))
+    two_silo_components(directory)
     cf.save_component(cf.compose_components([cf.load_component(str(directory / f"experience-{exp}.safetensors"))
                                              for exp in (0, 1)]), str(tmp_path / "composed.safetensors"))
     return directory

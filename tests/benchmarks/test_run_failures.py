@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import random_resnet18_weights, small_caltech_folder
+
 
 @pytest.mark.parametrize("argv, message", [
     (["--seed", "-1"], "--seed: must be at least 0"),
@@ -95,22 +97,12 @@ DIGITS = ["--dataset", "digits", *QUICK]
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    from benchmarks.datasets.synthetic import make_image_folder
-
-    root = tmp_path_factory.mktemp("caltech")
-    make_image_folder(root, layout="caltech256", classes=5, per_class=7, min_size=40, max_size=64)
-    return root
+    return small_caltech_folder(tmp_path_factory.mktemp("caltech"))
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
-    import torch
-    from torchvision.models import resnet18
-
-    path = tmp_path_factory.mktemp("weights") / "resnet18-random.pth"
-    torch.manual_seed(0)
-    torch.save(resnet18().state_dict(), path)
-    return path
+    return random_resnet18_weights(tmp_path_factory.mktemp("weights") / "resnet18-random.pth")
 
 
 def _runner(argv, capsys):
