@@ -158,3 +158,19 @@ def test_member_weights_whose_sum_overflows_are_a_tampered_file(files, tmp_path,
     from avalanche_tmc.cli import EXIT_BAD_FILE, main
 
     assert main(["inspect", crafted]) == EXIT_BAD_FILE
+
+
+@pytest.mark.parametrize("entry, value", [
+    (["members", 0, "weight"], 10 ** 400),  # an integer beyond float's range: math.isfinite raised OverflowError
+    (["weight"], 10 ** 400),
+    (["members", 0, "classes"], {"0": [10 ** 30]}),  # a class id no head or mask can hold
+    (["members", 0, "classes"], {"0": [-1]}),
+])
+def test_integers_beyond_their_range_are_a_tampered_file(files, tmp_path, entry, value):
+    """Issue 42, A4: numbers that overflow once used are refused when the file is read (CLI exit 3)."""
+    crafted = craft(files[0], tmp_path / "huge.safetensors", set_entry(entry, value), rehash=True)
+    with pytest.raises(cf.ComponentFileError):
+        cf.load_component(crafted)
+    from avalanche_tmc.cli import EXIT_BAD_FILE, main
+
+    assert main(["inspect", crafted]) == EXIT_BAD_FILE

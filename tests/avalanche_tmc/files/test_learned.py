@@ -191,6 +191,8 @@ def _renamed(tensors, old="member/1/", new="member/9/"):
     ("a member index in Arabic-Indic digits", None, lambda t: _renamed(t, new="member/\u0661/")),
     ("a member index with a sign", None, lambda t: _renamed(t, new="member/+1/")),
     ("weights whose sum overflows", lambda m: [dict(m[0], weight=1.7e308), dict(m[1], weight=1.7e308)], None),
+    ("an integer weight beyond float's range", lambda m: [dict(m[0], weight=10 ** 400), m[1]], None),
+    ("a class id beyond any head", lambda m: [dict(m[0], classes={"0": [10 ** 30]}), m[1]], None),
 ])
 def test_crafted_learned_state_files_are_checkpoint_errors(bm, tmp_path, what, members, tensors):
     """Issue 30, case 19: crafted learned-state files (hashes recomputed) raised ValueError with the strategy changed,
