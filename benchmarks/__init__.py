@@ -1,9 +1,26 @@
 """Benchmark runner for avalanche-tmc: offline datasets (:mod:`benchmarks.datasets`) and
 ImageNet backbones (:mod:`benchmarks.backbones`)."""
 
+import sys
 import warnings
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
+
+
+def _help_of_the_runner() -> None:
+    """``python -m benchmarks.run --help`` prints the runner's help and exits here, before
+    ``benchmarks/run.py`` imports torch and Avalanche (seconds): its parser needs neither."""
+    argv = list(getattr(sys, "orig_argv", []))
+    if "-m" not in argv:
+        return
+    at = argv.index("-m")
+    if argv[at + 1:at + 2] == ["benchmarks.run"] and {"-h", "--help"} & set(argv[at + 2:]):
+        from benchmarks.run_args import build_parser
+
+        build_parser().parse_args(argv[at + 2:])
+
+
+_help_of_the_runner()
 
 # Known noise of avalanche-lib 0.6.0: an optional QP solver it never uses here, and the
 # replay buffer's own deprecation notice printed at every experience.

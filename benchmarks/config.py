@@ -10,23 +10,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from benchmarks.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES
 from benchmarks.methods import TrainConfig
 
 __all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
            "progress_key", "loader_options"]
 
-# The values each recipe setting of :class:`RunConfig` takes (the first is the default).
-RECIPE_CHOICES: Dict[str, Tuple[str, ...]] = {
-    "decay_kind": ("norm", "squared", "decoupled"),
-    "schedule": ("step", "authors"),
-    "transforms": ("square", "authors"),
-    "class_order": ("seeded", "label"),
-    "shards": ("permutation", "authors"),
-    "imagenet_weights": ("DEFAULT", "IMAGENET1K_V1"),
-}
-
-DEFAULT_PROJECTION_DIM = TrainConfig.projection_dim
-MAX_PROJECTION_DIM = 16384  # 2 GiB of float64 statistics
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ what a run writes does not depend on how many jobs it used; every task seeds its
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
@@ -55,14 +55,20 @@ def _do(index: int) -> Any:
 
 
 def run_tasks(function: Callable[[T], R], tasks: Sequence[T], jobs: int, threads: int = 1,
-              deterministic: bool = False) -> List[R]:
+              deterministic: bool = False, on_done: Optional[Callable[[int], None]] = None) -> List[R]:
     """``[function(task) for task in tasks]``, over ``jobs`` forked processes of ``threads``
     threads each when ``jobs > 1`` and there is more than one task, started in order.
     A task that raises (``KeyboardInterrupt`` included) cancels the tasks not started and
     its error is raised here; a worker that dies (killed, out of memory) raises
-    ``RuntimeError`` naming the task, instead of waiting for it forever."""
+    ``RuntimeError`` naming the task, instead of waiting for it forever. ``on_done(n)`` is
+    called in this process each time a task finishes, ``n`` the tasks finished so far."""
     if jobs <= 1 or len(tasks) <= 1:
-        return [function(task) for task in tasks]
+        results = []
+        for task in tasks:
+            results.append(function(task))
+            if on_done is not None:
+                on_done(len(results))
+        return results
     if threads > 1:
         raise ValueError("Forked jobs run one thread each (an OpenMP pool cannot cross fork); "
                          f"got {threads} threads per job: use --threads 1 or --jobs 1.")
@@ -72,15 +78,18 @@ def run_tasks(function: Callable[[T], R], tasks: Sequence[T], jobs: int, threads
                                initargs=(threads, deterministic))
     try:
         futures = [pool.submit(_do, i) for i in range(len(tasks))]
-        results = []
-        for i, future in enumerate(futures):
+        index = {future: i for i, future in enumerate(futures)}
+        for done, future in enumerate(as_completed(futures), 1):
             try:
-                results.append(future.result())
+                future.result()
             except BrokenProcessPool as error:
+                i = index[future]
                 raise RuntimeError(f"A worker process died while running task {i} ({tasks[i]!r}) or another one "
                                    "(killed, or out of memory?); run again with --jobs 1 to see its error, or with "
                                    "fewer jobs if memory is short.") from error
-        return results
+            if on_done is not None:
+                on_done(done)
+        return [future.result() for future in futures]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK.clear()

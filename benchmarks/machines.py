@@ -116,7 +116,15 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p.add_argument("--names", nargs=2, default=("machine A", "machine B"), metavar=("A", "B"))
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    rows = machine_spread(read_csv(args.results_a), read_csv(args.results_b), *args.names)
+    from benchmarks.results_io import ReportFileError
+
+    try:
+        results = read_csv(args.results_a), read_csv(args.results_b)
+    except ReportFileError as error:
+        p.exit(2, f"{p.prog}: error: {error}\n")
+    except OSError as error:
+        p.exit(2, f"{p.prog}: error: {error.filename}: {error.strerror}\n")
+    rows = machine_spread(*results, *args.names)
     path = write_spread_csv(rows, Path(args.out))
     print(spread_table(rows))
     return path

@@ -57,6 +57,7 @@ from benchmarks.builders import (
     use_fused_kernels,
     with_new_head,
 )
+from benchmarks.choices import DEFAULT_PROJECTION_DIM
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
@@ -93,7 +94,7 @@ class TrainConfig:
     milestones: Sequence[int] = ()  # lr x0.1 at these epochs of every experience
     decay_at: Sequence[float] = ()  # lr x0.1 at these fractions of every experience's epochs (e.g. 0.5, 0.75)
     mem_size: int = 300
-    projection_dim: int = 2000  # RanPAC-style random ReLU features
+    projection_dim: int = DEFAULT_PROJECTION_DIM  # RanPAC-style random ReLU features
     slda_shrinkage: float = 1e-4  # Avalanche's StreamingLDA default
     device: str = "cpu"
     seed: int = 0

@@ -94,6 +94,37 @@ def _write_json(path: str, value: Any) -> None:
         f.write("\n")
 
 
+def _first_missing(path: str) -> Optional[str]:
+    """The outermost folder of ``path`` (itself included) that does not exist, or None."""
+    path, missing = os.path.abspath(path), None
+    while not os.path.exists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _read_bytes(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    from benchmarks import report
+
+    with report.atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+def _progress_files(out_dir: str) -> List[str]:
+    """The finished method groups' files (``progress/``) of ``out_dir``, sorted."""
+    try:
+        return sorted(os.listdir(os.path.join(out_dir, "progress")))
+    except OSError:
+        return []
+
+
 def _read_json(path: str) -> Optional[Any]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -117,6 +148,9 @@ class OutputFolder:
         self._lock_fd: Optional[int] = None
         self._runs: Dict[str, Tuple[Rows, Rows]] = {}
         self._held: Rows = []
+        self._created = _first_missing(out_dir)  # the folder this claim makes (None: it existed)
+        self._before = {name: _read_bytes(os.path.join(out_dir, name)) for name in (SETTINGS_FILE, STATUS_FILE)}
+        self._progress_before = _progress_files(out_dir)
         self._lock()
         try:
             self._check_settings(restart)
@@ -150,6 +184,26 @@ class OutputFolder:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             os.close(fd)
+
+    def undo(self) -> bool:
+        """After a failure (a corrupt image found while preparing the data, an interrupt)
+        before this invocation finished any run or method group: put the folder back as it
+        was (its settings and status restored, or removed; the folder removed if this claim
+        made it), so that the failed attempt's settings never refuse the next one ("holds
+        results of other settings"). Returns whether it did; call it before :meth:`release`."""
+        if self.done or _progress_files(self.out_dir) != self._progress_before:
+            return False
+        for name, data in self._before.items():
+            path = os.path.join(self.out_dir, name)
+            with contextlib.suppress(OSError):
+                if data is None:
+                    os.remove(path)
+                else:
+                    _write_bytes(path, data)
+        if self._created is not None:
+            self.release()
+            shutil.rmtree(self._created, ignore_errors=True)
+        return True
 
     # ------------------------------------------------------------------ settings
     def _check_settings(self, restart: bool) -> None:
@@ -268,5 +322,8 @@ def claim(out_dir: str, runs: Sequence[RunConfig], options: Options) -> Iterator
     folder = OutputFolder(out_dir, planned_settings(runs, options), restart=options.restart)
     try:
         yield folder
+    except BaseException:
+        folder.undo()  # nothing finished: the folder as it was
+        raise
     finally:
         folder.release()

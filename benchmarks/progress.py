@@ -7,7 +7,7 @@ from typing import Any, Optional, TextIO
 
 from avalanche.core import SupervisedPlugin
 
-__all__ = ["EpochProgressPlugin", "format_seconds"]
+__all__ = ["EpochProgressPlugin", "format_seconds", "groups_progress"]
 
 
 def format_seconds(seconds: float) -> str:
@@ -18,6 +18,15 @@ def format_seconds(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds}s"
+
+
+def groups_progress(done: int, total: int, elapsed: float) -> str:
+    """The main job's line after a (seed, method group) finishes: ``5/12 method groups done,
+    2m05s elapsed, ETA 2m55s``, the remaining time estimated from the groups finished so far
+    (their mean time; the costliest run first, so early estimates are on the high side)."""
+    left = elapsed / done * max(0, total - done) if done else float("nan")
+    eta = format_seconds(left) if done else "unknown"
+    return f"{done}/{total} method groups done, {format_seconds(elapsed)} elapsed, ETA {eta}"
 
 
 class EpochProgressPlugin(SupervisedPlugin):

@@ -52,6 +52,7 @@ from benchmarks.results_io import (
     accuracy_index,
     accuracy_spread,
     atomic_path,
+    check_columns,
     cost_class,
     csv_kind,
     final_accuracy,
@@ -111,6 +112,7 @@ def generated_block(path: PathLike) -> str:
     :func:`benchmarks.machines.spread_table` of a machine comparison or
     :func:`benchmarks.suite_costs.cost_table` of the test suite's costs."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
+    check_columns(path, kind)
     if kind == "spread":
         from benchmarks.machines import read_spread_csv, spread_table
 

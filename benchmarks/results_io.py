@@ -25,7 +25,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "KINDS", "VARIANCE_COLUMNS", "write_rows_csv",
-    "csv_kind",
+    "csv_kind", "kind_columns", "check_columns",
 ]
 
 Row = Mapping[str, object]
@@ -175,14 +175,54 @@ def csv_kind(path: PathLike) -> str:
     """The kind (:data:`KINDS`) a CSV written by :func:`write_rows_csv` records in its
     ``kind`` column; :class:`ReportFileError` when it has none, an unknown one, or rows
     that disagree."""
-    _, records = _read_table(path)
+    header, records = _read_table(path)
     kinds = {row.get(KIND_COLUMN, "") for _, row in records}
     if not records or kinds - set(KINDS) or len(kinds) != 1:
         found = sorted(kinds) if records else "no rows"
+        missing = [c for c in _REQUIRED if c not in header]
+        lacks = f"; as a results.csv it lacks the column(s) {missing}" if missing else ""
         raise ReportFileError(f"{path}: its '{KIND_COLUMN}' column does not say one of {list(KINDS)} on every row "
-                              f"(found {found}): not a file written by this version's runner (results, tuning, "
-                              "experiments/variance.py or benchmarks.machines), or it was edited.")
+                              f"(found {found}{lacks}): not a file written by this version's runner (results, tuning, "
+                              "experiments/variance.py or benchmarks.machines), or it was edited. The report expects "
+                              "the results.csv that python -m benchmarks.run wrote.")
     return kinds.pop()
+
+
+def check_columns(path: PathLike, kind: str) -> None:
+    """Refuse (:class:`ReportFileError`) a CSV labelled ``kind`` that lacks one of the
+    columns of its kind's tables (:func:`kind_columns`), naming them and the file expected."""
+    header = _read_table(path)[0]
+    missing = [c for c in kind_columns(kind) if c not in header]
+    if missing:
+        raise ReportFileError(f"{path}: its '{KIND_COLUMN}' column says it is a {kind} file, but it lacks the "
+                              f"column(s) {missing} of one: not a {kind} file, or it was edited. The report expects a "
+                              "results.csv written by python -m benchmarks.run (or a tuning.csv, a variance.csv, a "
+                              "spread CSV of benchmarks.machines or a costs CSV of benchmarks.suite_costs, with all of "
+                              "their columns).")
+
+
+def kind_columns(kind: str) -> Tuple[str, ...]:
+    """The columns every file of ``kind`` (:data:`KINDS`) has."""
+    if kind == "spread":
+        from benchmarks.machines import SPREAD_COLUMNS
+
+        return SPREAD_COLUMNS
+    if kind == "test-costs":
+        from benchmarks.suite_costs import COLUMNS as COST_COLUMNS
+
+        return COST_COLUMNS
+    return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS}[kind]
+
+
+def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:
+    """Refuse a CSV of another kind than results (a tuning, variance or spread file), naming
+    the results columns it lacks and the file expected."""
+    kinds = sorted({row.get(KIND_COLUMN, "") for _, row in records} - {"results", ""})
+    missing = [c for c in _REQUIRED if c not in header]
+    if kinds and missing:
+        raise ReportFileError(f"{path}: a {kinds[0]} file, not a results file (results.csv): it lacks the column(s) "
+                              f"{missing} (a results.csv has {list(_REQUIRED)}). Give the results.csv that "
+                              "python -m benchmarks.run wrote in its --out folder.")
 
 
 _REQUIRED = COLUMNS[:COLUMNS.index("regime")]
@@ -254,7 +294,14 @@ def read_csv(path: PathLike) -> List[Dict[str, object]]:
     """Rows written by :func:`write_csv`, with int / float columns restored.
     :class:`ReportFileError` for a malformed file (see :func:`_read_table`), an empty key
     column, a value that is not a number, an accuracy that is not a fraction in [0, 1]
-    (NaN, infinite or out of range), or two rows of one key (:func:`row_key`)."""
+    (NaN, infinite or out of range), two rows of one key (:func:`row_key`), or another kind
+    of CSV (its missing columns named)."""
+    try:
+        header, records = _read_table(path)
+    except ReportFileError:
+        pass  # malformed: the strict read below says how
+    else:
+        _not_results(path, header, records)
     _, records = _read_table(path, known=(*COLUMNS, KIND_COLUMN), required=_REQUIRED)
     rows = []
     seen: Dict[Tuple[str, ...], int] = {}

@@ -33,7 +33,8 @@ from benchmarks.jobs import available_cores, run_tasks
 from benchmarks.loading import decode_once
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
-from benchmarks.refusals import Refusal, command_line
+from benchmarks.progress import groups_progress
+from benchmarks.refusals import Refusal, command_line, is_refusal
 from benchmarks.run_args import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.scenarios import make_scenario, task_test_stream
 from benchmarks.training_loop import (
@@ -50,20 +51,23 @@ from benchmarks.tuning_run import tune_config
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
            "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "main",
-           "preflight", "check_backbone"]
+           "preflight", "check_backbone", "check_data", "check_tasks", "check_weights"]
 
 
 def preflight(runs: Sequence[RunConfig], options: Options) -> None:
-    """Refuse (:class:`~benchmarks.refusals.Refusal`), before any data is prepared, what
-    would fail later: more threads than cores, options that do not go together, unknown
-    methods or backbones, a missing package, weights file or folder dataset, a class too
-    small for its split."""
+    """Refuse (:class:`~benchmarks.refusals.Refusal`), before anything is written (no
+    output folder, no settings), what would fail later: more threads than cores, options
+    that do not go together, unknown methods or backbones, a missing package, weights file
+    or dataset, a ``--data-option`` the loader does not take, a class too small for its
+    split, a ``--tasks`` the data cannot be split into, a weights file whose hash does not
+    match its name or that is not a state dict of the backbone."""
     cores = available_cores()
     if options.jobs * options.threads > cores and not options.deterministic:
         raise Refusal(f"--jobs {options.jobs} x --threads {options.threads} = {options.jobs * options.threads} "
                       f"threads on {cores} core(s): lower --jobs or --threads (each job is one process).")
     from benchmarks.datasets.registry import DATASETS
 
+    checked: set = set()  # the (backbone, weights) loaded once
     for run in runs:
         if run.dataset not in DATASETS:
             raise Refusal(f"unknown dataset {run.dataset!r}; valid names: {', '.join(sorted(DATASETS))} "
@@ -87,30 +91,106 @@ def preflight(runs: Sequence[RunConfig], options: Options) -> None:
             raise Refusal(f"--linearize-from {run.linearize_from} with --freeze-until {run.freeze_until}: the trunk "
                           "before --freeze-until is already frozen and cached; give one of them.")
         check_backbone(run, options)
-        if run.dataset in FOLDER_DATASETS:  # lists the files only (fast): a missing folder is found here
-            load_run_dataset(run, options.data_root)
+        check_data(run, options)
+        check_weights(run, options, checked)
+
+
+def check_data(run: RunConfig, options: Options) -> None:
+    """Refuse a ``--data-option`` the dataset's loader does not take, a dataset that is
+    missing here or too small for its split, and a ``--tasks`` the data cannot be split
+    into. The dataset is loaded (image folders: listed, nothing decoded; tensor data sets:
+    read once, then kept in memory for the run)."""
+    from benchmarks.datasets.registry import DATASETS
+
+    taken = [o for o in DATASETS[run.dataset].options() if o not in ("data_root", "image_size", "normalization")]
+    unknown = sorted(set(run.data_options) - set(taken))
+    if unknown:
+        raise Refusal(f"--data-option {', '.join(unknown)}: dataset {run.dataset} takes no such option; its options: "
+                      f"{', '.join(taken) or 'none'}.")
+    try:
+        train, _ = load_run_dataset(run, options.data_root)
+    except (TypeError, ValueError) as error:
+        if is_refusal(error):
+            raise
+        options_text = " ".join(f"--data-option {k}={v}" for k, v in run.data_options.items())
+        raise Refusal(f"dataset {run.dataset}{' with ' + options_text if options_text else ''}: {error}") from None
+    check_tasks(run, train)
+
+
+def check_tasks(run: RunConfig, train: Any) -> None:
+    """Refuse a ``--tasks`` that ``run``'s scenario cannot split ``train`` into (more
+    experiences than classes; a domain split of another count; more shards than samples)."""
+    classes = len(set(int(t) for t in torch.as_tensor(train.targets).tolist()))
+    if run.scenario in ("class", "task") or run.task_il:
+        if run.tasks > classes:
+            raise Refusal(f"--tasks {run.tasks}: {run.dataset} has {classes} classes, so a {run.scenario}-incremental "
+                          f"run has at most {classes} experiences (one class each): lower --tasks.")
+    if run.scenario == "data":
+        domains = getattr(train, "domains", None)
+        if domains is not None:
+            count = len(set(int(d) for d in torch.as_tensor(domains).tolist()))
+            if run.tasks != count:
+                raise Refusal(f"--tasks {run.tasks}: {run.dataset} has {count} domains, one data-incremental "
+                              f"experience each: use --tasks {count}.")
+        elif run.tasks > len(train):
+            raise Refusal(f"--tasks {run.tasks}: {run.dataset} has {len(train)} training samples, fewer than the "
+                          "experiences: lower --tasks.")
+
+
+def _existing_folder(path: str) -> str:
+    """``path`` or its nearest folder that exists (where a missing ``path`` would be made)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def check_backbone(run: RunConfig, options: Options) -> None:
     """Refuse an unknown backbone, or one whose package or weights are not on this machine
-    (the runner never downloads)."""
-    from benchmarks.backbones import efficientnet_lite0_weights_path, find_weights, resolve_backbone
+    (the runner never downloads), or whose weights file is damaged: its SHA-256 does not
+    match the hash in its name."""
+    from benchmarks.backbones import check_hub_hash, efficientnet_lite0_weights_path, find_weights, resolve_backbone
 
     try:
         source, name = resolve_backbone(run.backbone)
     except ValueError as error:
         raise Refusal(str(error)) from None
     if options.weights is not None:
-        if not os.path.isfile(os.path.expanduser(options.weights)):
+        path = os.path.expanduser(options.weights)
+        if not os.path.isfile(path):
             raise Refusal(f"--weights {options.weights}: no such file (a state dict saved with "
                           "torch.save(model.state_dict(), path)).")
+        check_hub_hash(path)
     elif source == "efficientnet_lite0":
         efficientnet_lite0_weights_path()
     elif source == "torchvision":
-        find_weights(name, run.imagenet_weights)
+        check_hub_hash(find_weights(name, run.imagenet_weights))
     else:
         raise Refusal(f"timm backbone {name!r}: the runner never downloads weights; save its state dict and pass "
                       "--weights PATH.")
+
+
+def check_weights(run: RunConfig, options: Options, checked: set) -> None:
+    """Refuse a ``--weights`` file that is not a state dict of ``run``'s backbone (garbage,
+    another network's): the backbone is loaded from it here, once per backbone and file
+    (``checked``), so that it fails before the output folder is written, not after."""
+    from benchmarks.backbones import load_backbone
+
+    if options.weights is None:
+        return
+    path = os.path.expanduser(options.weights)
+    key = (run.backbone, os.path.abspath(path), run.imagenet_weights)
+    if key in checked:
+        return
+    try:
+        load_backbone(run.backbone, weights=path, version=run.imagenet_weights)
+    except Exception as error:  # noqa: BLE001  (whatever the file is, it is not these weights)
+        if is_refusal(error):
+            raise
+        why = " ".join(str(error).split())[:300]
+        raise Refusal(f"--weights {options.weights}: not a state dict of {run.backbone} ({type(error).__name__}: "
+                      f"{why}); save one with torch.save(model.state_dict(), path).") from None
+    checked.add(key)
 
 
 def _hyper_parameters(group: MethodGroup, cfg: TrainConfig) -> Dict[str, Any]:
@@ -200,7 +280,12 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
-    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic)
+    started = time.time()
+
+    def finished(count: int) -> None:
+        print(f"  [{groups_progress(count, len(tasks), time.time() - started)}]", flush=True)
+
+    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic, on_done=finished)
     results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name,
                                                                                   td[0][3].scenario)])
                for row in rows]
@@ -223,8 +308,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     runs, options = resolve(args)
     preflight(runs, options)
     out_dir = options.out or os.path.join("results", args.preset or runs[0].dataset)
-    try:  # refused before any training (the library's check, which the command line uses too)
-        check_writable(out_dir)
+    try:  # refused before any training (the library's check, which the command line uses too); nothing is
+        # created here: the folder is made when it is claimed, and removed again if nothing was done
+        check_writable(_existing_folder(out_dir), create=False)
     except OSError as error:
         raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
                       "choose another with --out.") from None

@@ -5,21 +5,20 @@ with the argparse types that refuse a bad value) and the one place they are read
 """
 
 import argparse
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-import torch
-
-from avalanche_tmc.loggers import LOGGERS, check_loggers
-from benchmarks.config import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, Options, RunConfig
-from benchmarks.jobs import default_jobs, threads_per_job
-from benchmarks.loading import default_workers
-from benchmarks.methods import method_names
+from avalanche_tmc.cli.argtypes import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_EXPERIENCE_ID, MAX_SEED  # standard library only
+from avalanche_tmc.cli.parser import Parser  # standard library only
+from avalanche_tmc.loggers import LOGGERS, check_loggers  # standard library only
+from benchmarks.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, SCENARIOS
 from benchmarks.presets import PRESETS
-from benchmarks.refusals import EXIT_REFUSED, Refusal
-from benchmarks.scenarios import SCENARIOS
+from benchmarks.refusals import Refusal
 
-__all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "MAX_SEEDS", "MAX_SEED", "MAX_TASKS", "MAX_EPOCHS",
-           "MAX_BATCH_SIZE", "MAX_IMAGE_SIZE", "MAX_PROCESSES", "MAX_THREADS"]
+if TYPE_CHECKING:  # torch and Avalanche are imported once the command line is read: --help answers at once
+    from benchmarks.config import Options, RunConfig
+
+__all__ = ["RUN_KEYS", "build_parser", "parse_args", "resolve", "resolve_runs", "MAX_SEEDS", "MAX_SEED", "MAX_TASKS",
+           "MAX_EPOCHS", "MAX_BATCH_SIZE", "MAX_IMAGE_SIZE", "MAX_PROCESSES", "MAX_THREADS"]
 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
@@ -29,20 +28,16 @@ RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_un
 
 MAX_SEEDS = 1000
 """The most seeds of ``--seeds`` (a count, or the length of a list)."""
-MAX_SEED = 2**31 - 1
-"""The largest seed value (``--seed``, ``--seeds``, ``--data-seed``)."""
-MAX_TASKS = 1000
+MAX_TASKS = MAX_EXPERIENCE_ID + 1
 """The most experiences of ``--tasks`` (the library seeds experience ids 0..999 of a run seed)."""
-MAX_EPOCHS = 10_000
-"""The most ``--epochs`` (and the latest of ``--milestones``)."""
-MAX_BATCH_SIZE = 65_536
-"""The largest ``--batch-size``."""
 MAX_IMAGE_SIZE = 4096
-"""The largest ``--image-size`` (pixels a side)."""
+"""The largest ``--image-size`` (pixels a side: a 4096 px image is 192 MiB in float32 before any batch)."""
 MAX_PROCESSES = 256
 """The most ``--jobs``, ``--parallel`` processes and ``--workers``."""
 MAX_THREADS = 1024
 """The most ``--threads`` per process (also bounded by the cores with ``--jobs``)."""
+# The bounds the runner shares with the command line (avalanche_tmc.cli.argtypes): MAX_SEED (``--seed``,
+# ``--seeds``, ``--data-seed``), MAX_EPOCHS (``--epochs`` and the latest of ``--milestones``), MAX_BATCH_SIZE.
 
 
 def _int_at_least(minimum: int, maximum: int):
@@ -57,13 +52,13 @@ def _int_at_least(minimum: int, maximum: int):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
         if value > maximum:
-            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be in {minimum}..{maximum}, got {value}")
         return value
 
     return parse
 
 
-_seed_value = _int_at_least(0, MAX_SEED)
+_seed = _int_at_least(0, MAX_SEED)
 
 
 def _bounded_float(high: float, hint: str):
@@ -111,30 +106,30 @@ def _seeds(text: str) -> Tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected a count (3) or comma-separated seeds (0,4,7), got {text!r}") \
             from None
     if "," not in text:
-        if len(values) != 1 or values[0] < 1:
-            raise argparse.ArgumentTypeError(f"a seed count must be at least 1, got {text!r}")
-        if values[0] > MAX_SEEDS:
-            raise argparse.ArgumentTypeError(f"a seed count must be at most {MAX_SEEDS}, got {text!r}")
+        if len(values) != 1 or not 1 <= values[0] <= MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"a seed count must be in 1..{MAX_SEEDS}, got {text!r}")
         return tuple(range(values[0]))
-    if not values or len(set(values)) != len(values) or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"seeds must be distinct non-negative integers, got {text!r}")
-    if len(values) > MAX_SEEDS or max(values) > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}, got {len(values)} "
-                                         f"up to {max(values)}")
+    if len(values) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS} seeds, got {len(values)}")
+    if not values or len(set(values)) != len(values) or min(values) < 0 or max(values) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"seeds must be distinct integers in 0..{MAX_SEED}, got {text!r}")
     return tuple(values)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """A bad command line is refused as every refusal of the runner: one line, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_REFUSED, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Command-line options; those left unset come from the preset. A bad value is refused in
     one line on stderr, exit code 2."""
-    p = _OneLineParser(
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.seed is not None and args.seeds is not None:
+        p.error("give --seeds or --seed, not both")
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The runner's argument parser (standard library only: ``--help`` imports neither torch
+    nor Avalanche), whose refusals are one line, as the command line's (with a "did you mean")."""
+    p = Parser(
         prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
                     "seeds,\nwriting results.csv, results.md (tables and verdicts) and plots under --out.",
@@ -142,24 +137,31 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                "  python -m benchmarks.run --preset c-caltech256-10 --data-root ~/data  # a paper run (GPU)\n"
                "A refusal (bad option, missing dataset, weights or package) is one line on stderr, exit code 2.")
     p.add_argument("--preset", default=None, help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("--dataset")
+    p.add_argument("--dataset", help="dataset of the run (python -m benchmarks.datasets lists them and what each "
+                                      "needs; default: the preset's, offline: mnist_like_30)")
     p.add_argument("--data-root", default=None, help="folder holding the dataset (Caltech-256, MIT-67, ...)")
     p.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
                    help="dataset loader option, e.g. train_per_class=100 (repeatable)")
-    p.add_argument("--scenario", choices=SCENARIOS)
-    p.add_argument("--tasks", type=_int_at_least(1, MAX_TASKS), help=f"experiences (at most {MAX_TASKS})")
+    p.add_argument("--scenario", choices=SCENARIOS,
+                   help="class-, task- or data-incremental (with a multi-run preset: its run of that scenario)")
+    p.add_argument("--tasks", type=_int_at_least(1, MAX_TASKS),
+                   help="experiences of the run (at most the dataset's classes; data-IL by domain: its domains; at "
+                        f"most {MAX_TASKS})")
     p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
                    help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
                         "the same training, the task-IL column without training again (default: the preset's)")
-    p.add_argument("--methods", help=f"comma-separated, from: {','.join(method_names())}")
+    p.add_argument("--methods", help="comma-separated method rows of the tables, e.g. tmc,tme,ewc (an unknown name "
+                                      "is refused with the list of valid ones)")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")
     p.add_argument("--weights", default=None, help="local state-dict file with the backbone's ImageNet weights")
     p.add_argument("--image-size", type=_int_at_least(1, MAX_IMAGE_SIZE),
-                   help=f"pixels a side (at most {MAX_IMAGE_SIZE})")
+                   help=f"side of the square input images in pixels (1..{MAX_IMAGE_SIZE})")
     p.add_argument("--freeze-until", help="first trained module (trunk before it is frozen and cached), or none")
-    p.add_argument("--epochs", type=_int_at_least(1, MAX_EPOCHS), help=f"epochs per experience (at most {MAX_EPOCHS})")
+    p.add_argument("--epochs", type=_int_at_least(1, MAX_EPOCHS),
+                   help=f"training epochs per experience of every trained method (at most {MAX_EPOCHS})")
     p.add_argument("--milestones", type=_milestones, help="comma-separated epochs where lr is multiplied by 0.1")
-    p.add_argument("--batch-size", type=_int_at_least(1, MAX_BATCH_SIZE), help=f"at most {MAX_BATCH_SIZE}")
+    p.add_argument("--batch-size", type=_int_at_least(1, MAX_BATCH_SIZE),
+                   help=f"training mini-batch size (at most {MAX_BATCH_SIZE})")
     p.add_argument("--lr-tangent", type=_bounded_float(1.0, "Adam; the paper uses 1e-4 to 1e-2"),
                    help="Adam lr of the tangent methods")
     p.add_argument("--lr", type=_bounded_float(10.0, "SGD; typically 1e-3 to 1e-1"),
@@ -172,11 +174,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--seeds", type=_seeds, default=None, metavar="N|S1,S2,...",
                    help="repeat every method over N seeds (0..N-1) or the listed ones: training randomness only "
                         "(minibatch order, new-head initialisation, random projections); default: the preset's; "
-                        f"at most {MAX_SEEDS} seeds, each at most {MAX_SEED}")
-    p.add_argument("--seed", type=_seed_value, default=None, help="a single seed (same as --seeds SEED,)")
-    p.add_argument("--data-seed", type=_seed_value, default=0,
+                        f"at most {MAX_SEEDS} seeds, each in 0..{MAX_SEED}")
+    p.add_argument("--seed", type=_seed, default=None, help=f"a single seed in 0..{MAX_SEED} (same as --seeds SEED,)")
+    p.add_argument("--data-seed", type=_seed, default=0,
                    help="class order (class/task-IL) and random shards (data-IL); the same for every seed")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default=None, help="torch device: cpu, cuda, cuda:N (default: cuda if available, "
+                                                   "else cpu)")
     p.add_argument("--jobs", type=_int_at_least(1, MAX_PROCESSES), default=None,
                    help="train this many (seed, method group) pairs at once, each in its own single-thread "
                         "process (default: one per CPU core on CPU, 1 on an accelerator; at most "
@@ -245,10 +248,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="start --out afresh: retrain the runs and method groups an earlier run finished and replace "
                         "the folder's results (default: resume, keeping finished runs and merging results.csv; a run "
                         "whose settings differ from the folder's is refused without it)")
-    args = p.parse_args(argv)
-    if args.seed is not None and args.seeds is not None:
-        p.error("give --seeds or --seed, not both")
-    return args
+    return p
 
 
 def _parse_value(text: str) -> Any:
@@ -260,9 +260,17 @@ def _parse_value(text: str) -> Any:
     return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
-def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
+def resolve(args: argparse.Namespace) -> Tuple[List["RunConfig"], "Options"]:
     """The runs to do (the preset's, with every flag given on the command line applied)
     and the options for all of them: the one place the command line is read."""
+    from benchmarks.config import Options
+    from benchmarks.jobs import default_jobs, threads_per_job
+    from benchmarks.loading import default_workers
+
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     runs = resolve_runs(args)
     jobs = args.jobs or default_jobs(args.device)
     threads = 1 if args.deterministic else args.threads
@@ -281,8 +289,10 @@ def resolve(args: argparse.Namespace) -> Tuple[List[RunConfig], Options]:
     return runs, options
 
 
-def resolve_runs(args: argparse.Namespace) -> List[RunConfig]:
+def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
     """The runs to do: the preset's, with every flag given on the command line applied."""
+    from benchmarks.config import RunConfig
+
     if args.preset is not None and args.preset not in PRESETS:
         raise Refusal(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
     runs = [dict(r) for r in PRESETS[args.preset]] if args.preset else [dict(PRESETS["offline"][0])]

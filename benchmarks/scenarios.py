@@ -44,6 +44,8 @@ from avalanche.benchmarks.utils import (
     TaskLabels,
 )
 
+from benchmarks.choices import SCENARIOS
+
 __all__ = [
     "SCENARIOS",
     "classes_per_experience",
@@ -60,9 +62,6 @@ __all__ = [
     "TASK_TEST_STREAM",
     "task_test_stream",
 ]
-
-SCENARIOS = ("class", "task", "data")
-
 
 def classes_per_experience(num_classes: int, n_experiences: int) -> List[int]:
     """Class counts per experience that use every class; the first ones take the remainder."""

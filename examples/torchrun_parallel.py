@@ -15,7 +15,7 @@ Run: ``torchrun --standalone --nproc_per_node=2 -m examples.torchrun_parallel [-
 """
 
 import argparse
-import warnings
+import sys
 from typing import List, Optional
 
 import torch
@@ -51,11 +51,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--epochs", type=int, default=2, help="training epochs per experience")
     parser.add_argument("--out", help="write the composition (on rank 0) to this .safetensors file")
     args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore", message="No loggers specified")  # evaluator=None: no metrics, on purpose
+    # Avalanche after avalanche_tmc (imported above): its optional QP-solver warning is filtered
+    from avalanche.evaluation.metrics import accuracy_metrics
+    from avalanche.logging import TextLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
     rank, world = init_parallel()  # (0, 1) without torchrun
+    # Avalanche's way: loggers in the main process only (rank 0 prints the training accuracy of each epoch)
+    loggers = [TextLogger(sys.stdout)] if rank == 0 else None
     try:
         bm = digits()  # the same stream on every process
-        strategy = TMCStrategy(model=TangentModel(digits_cnn()), lr=1e-2, train_epochs=args.epochs, evaluator=None)
+        strategy = TMCStrategy(model=TangentModel(digits_cnn()), lr=1e-2, train_epochs=args.epochs,
+                               evaluator=EvaluationPlugin(accuracy_metrics(epoch=True), loggers=loggers))
         report = train_parallel(strategy, bm.train_stream, seed=0)
         if rank == 0:
             print(f"{world} process(es): " + "; ".join(f"rank {r} trained experiences {ids}"

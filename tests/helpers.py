@@ -279,3 +279,35 @@ def examples_digits_accuracy(delta) -> Tuple[float, int]:
                 right += int((model.forward_with(x, delta).argmax(1) == y).sum())
                 total += len(y)
     return right / total, total
+
+
+# ---------------------------------------------------------------------------- shared test files
+
+
+def two_silo_components(directory) -> None:
+    """Component files of experiences 0 and 1 of a seeded TinyResNet's tangent model (random δ) in ``directory``:
+    what the command-line refusal tests compose, forget and inspect."""
+    import avalanche_tmc.files as cf
+
+    torch.manual_seed(0)
+    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
+    for exp in (0, 1):
+        cf.save_component(cf.tangent_component(model, random_delta(model, seed=exp), exp),
+                          os.path.join(str(directory), f"experience-{exp}.safetensors"))
+
+
+def small_caltech_folder(root, classes: int = 5, per_class: int = 7):
+    """A generated Caltech-256-style image folder in ``root`` (small images), for the runner's tests."""
+    from benchmarks.datasets.synthetic import make_image_folder
+
+    make_image_folder(root, layout="caltech256", classes=classes, per_class=per_class, min_size=40, max_size=64)
+    return root
+
+
+def random_resnet18_weights(path):
+    """A state-dict file of a seeded, randomly initialised ResNet-18 at ``path`` (the runner's ``--weights``)."""
+    from torchvision.models import resnet18
+
+    torch.manual_seed(0)
+    torch.save(resnet18().state_dict(), path)
+    return path

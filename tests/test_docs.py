@@ -223,3 +223,12 @@ def test_checkout_paths_reads_inline_code_only():
 def test_files_the_pages_name_exist(path: Path):
     missing = [p for p in checkout_paths(path.read_text(encoding="utf-8")) if not (ROOT / p).exists()]
     assert not missing, f"{relative(path)} names files that do not exist (moved?): {missing}"
+
+
+def test_the_quick_start_says_what_the_runner_needs_beyond_its_extra():
+    """Issue 42, B12: the quick start implied `.[benchmarks]` was all the runner needs; its data sets are installed
+    otherwise (Animal-MNIST with --no-deps, Debian's Fashion-MNIST, npm's emoji sets)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme[readme.index("[start:quick-start]"):readme.index("[end:quick-start]")]
+    for needed in ("--no-deps animal-mnist", "dataset-fashion-mnist", "@iconify-json/", "docs/install.md"):
+        assert needed in quick, needed

@@ -5,7 +5,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from .exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE, exit_code
+from .exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE, describe, exit_code
 from .parser import COMMANDS, build_parser
 
 __all__ = ["main", "entry_point"]
@@ -31,7 +31,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as error:  # noqa: BLE001  (mapped to documented exit codes)
         code = exit_code(error)
         if code is not None:
-            print(f"avalanche-tmc {args.command}: error: {error}", file=sys.stderr)
+            print(f"avalanche-tmc {args.command}: error: {describe(error)}", file=sys.stderr)
             return code
         traceback.print_exc()
         print(f"avalanche-tmc {args.command}: unexpected error (exit {EXIT_ERROR}); please report it with the "

@@ -7,34 +7,40 @@ from typing import Callable, Union
 
 from .exits import UsageError
 
-__all__ = ["positive", "POSITIVE_FLOAT", "POSITIVE_INT", "MAX_EPOCHS", "MAX_BATCH_SIZE", "MAX_PROJECTION_DIM",
-           "MAX_SEED", "MAX_TIMEOUT", "MAX_EXPERIENCE_ID", "EPOCHS", "BATCH_SIZE", "PROJECTION_DIM", "SEED", "TIMEOUT",
+__all__ = ["in_range", "MAX_FLOAT32", "MAX_EPOCHS", "MAX_BATCH_SIZE", "MAX_PROJECTION_DIM", "MAX_SEED", "MAX_TIMEOUT",
+           "MAX_EXPERIENCE_ID", "EPOCHS", "BATCH_SIZE", "LEARNING_RATE", "BETA", "PROJECTION_DIM", "SEED", "TIMEOUT",
            "experience_id", "device", "check_device"]
 
+MAX_FLOAT32 = 3.4028234663852886e38
+"""The largest finite float32: a learning rate or β beyond it is infinite in the network's dtype."""
 MAX_EPOCHS = 10_000
 """The most ``--epochs`` (per experience)."""
 MAX_BATCH_SIZE = 65_536
-"""The largest ``--batch-size`` and ``--eval-batch-size``."""
-MAX_PROJECTION_DIM = 100_000
-"""The most random features of ``--projection-dim`` (ranpac: a D x D matrix of statistics)."""
+"""The largest ``--batch-size`` and ``--eval-batch-size`` (a batch size beyond ``sys.maxsize`` failed late, in
+the DataLoader)."""
+MAX_PROJECTION_DIM = 16_384
+"""The most random features of ``--projection-dim`` (ranpac: its statistics are a D x D matrix, 8·D² bytes in
+float64: 2 GiB at 16384; the runner's bound, ``benchmarks.config.MAX_PROJECTION_DIM``, is the same)."""
 MAX_SEED = 2**31 - 1
-"""The largest ``--seed`` (experience e trains with torch seed ``1000 * seed + e``)."""
+"""The largest ``--seed``: experience e trains with torch seed ``1000 * seed + e``; a C int, and within numpy's
+2**32 - 1 too."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
-"""The longest ``--timeout``: a week, in seconds."""
+"""The longest ``--timeout``: a week, in seconds (Python's timedelta overflows far beyond)."""
 MAX_EXPERIENCE_ID = 999
 """The largest experience id (``avalanche_tmc.training.seeding.EXPERIENCES_PER_SEED`` - 1, not imported
 here: the command line's ``--help`` does not load torch)."""
 
 
-def positive(kind: Callable[[str], float], allowed: str, maximum: float = math.inf) -> Callable[[str], float]:
-    """An argparse type: a ``kind`` (int or float) in (0, inf) and at most ``maximum``, else a
-    usage error saying ``allowed``."""
+def in_range(kind: Callable[[str], float], low: float, high: float, allowed: str) -> Callable[[str], float]:
+    """An argparse type: a ``kind`` (int or float) in [``low``, ``high``] (finite), else a
+    usage error saying ``allowed``: a value that would fail late (an overflow, memory) is
+    refused while the command line is read."""
     def parse(text: str) -> float:
         try:
             value = kind(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             value = math.nan
-        if not 0 < value < math.inf or value > maximum:
+        if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}")
         return value
 
@@ -42,25 +48,27 @@ def positive(kind: Callable[[str], float], allowed: str, maximum: float = math.i
     return parse
 
 
-POSITIVE_FLOAT = positive(float, "must be a positive finite number")
-"""A float in (0, inf)."""
-POSITIVE_INT = positive(int, "must be an integer >= 1")
-"""An integer >= 1."""
-EPOCHS = positive(int, f"must be an integer >= 1 and <= {MAX_EPOCHS}", MAX_EPOCHS)
+def _integer(low: int, high: int, why: str = "") -> Callable[[str], float]:
+    """An integer in [``low``, ``high``], the message stating both ends (and ``why``)."""
+    return in_range(int, low, high, f"must be an integer >= {low} and <= {high}{why}")
+
+
+EPOCHS = _integer(1, MAX_EPOCHS)
 """``--epochs``: 1 to :data:`MAX_EPOCHS`."""
-BATCH_SIZE = positive(int, f"must be an integer >= 1 and <= {MAX_BATCH_SIZE}", MAX_BATCH_SIZE)
+BATCH_SIZE = _integer(1, MAX_BATCH_SIZE)
 """``--batch-size``, ``--eval-batch-size``: 1 to :data:`MAX_BATCH_SIZE`."""
-PROJECTION_DIM = positive(int, f"must be an integer >= 1 and <= {MAX_PROJECTION_DIM}", MAX_PROJECTION_DIM)
+PROJECTION_DIM = _integer(1, MAX_PROJECTION_DIM, " (its statistics are a D x D matrix)")
 """``--projection-dim``: 1 to :data:`MAX_PROJECTION_DIM`."""
-TIMEOUT = positive(float, f"must be a positive finite number of seconds <= {MAX_TIMEOUT:.0f} (a week)", MAX_TIMEOUT)
-"""``--timeout``: seconds, at most :data:`MAX_TIMEOUT`."""
-
-
-def SEED(text: str) -> int:  # noqa: N802  (an argparse type, named like the others)
-    """``--seed``: an integer from 0 to :data:`MAX_SEED`."""
-    if not re.fullmatch(r"\d+", text.strip()) or int(text) > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0 and <= {MAX_SEED}, got {text!r}")
-    return int(text)
+SEED = _integer(0, MAX_SEED)
+"""``--seed``: 0 to :data:`MAX_SEED`."""
+_FLOAT32 = "must be a positive finite number at most 3.4e38 (float32's largest)"
+LEARNING_RATE = in_range(float, math.ulp(0.0), MAX_FLOAT32, _FLOAT32)
+"""``--lr``: a float in (0, float32's largest]."""
+BETA = in_range(float, math.ulp(0.0), MAX_FLOAT32, _FLOAT32)
+"""``--beta``: a float in (0, float32's largest]."""
+TIMEOUT = in_range(float, math.ulp(0.0), MAX_TIMEOUT,
+                   f"must be a positive finite number of seconds <= {MAX_TIMEOUT:.0f} (a week)")
+"""``--timeout``: seconds in (0, :data:`MAX_TIMEOUT`]."""
 
 
 def experience_id(text: str) -> Union[int, str]:

@@ -6,23 +6,33 @@ import textwrap
 
 from ..loggers import LOGGERS  # standard library only: keeps --help fast
 from .argtypes import BATCH_SIZE, MAX_BATCH_SIZE, device
-from .exits import EXIT_CODES
 from .loading import DEFAULT_DATA, DEFAULT_MODEL, Factories
 from .logs import LogSettings
 
-__all__ = ["Formatter", "add_command", "factory_arguments", "output_arguments", "logging_arguments",
-           "files_argument", "factories_of", "log_settings_of"]
+__all__ = ["Formatter", "EXIT_CODES_POINTER", "add_command", "factory_arguments", "output_arguments",
+           "logging_arguments", "files_argument", "factories_of", "log_settings_of"]
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Descriptions as written, defaults shown."""
+    """Descriptions as written, defaults shown (not for a required option, a flag, or an
+    option without a default: no "(default: None)")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if (action.required or action.default is None or action.default is False or action.default == []
+                or action.default == argparse.SUPPRESS or not action.option_strings):
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
+EXIT_CODES_POINTER = "exit codes: 'avalanche-tmc --help' lists them (0 success, 2 bad command line, 3 unusable file)."
+"""The epilog of every command's ``--help``: the exit codes are listed once, in the program's."""
 
 
 def add_command(commands: "argparse._SubParsersAction", name: str, summary: str,
                 description: str) -> argparse.ArgumentParser:
-    """A subcommand with its one-line ``summary``, wrapped ``description``, the exit codes
-    below its options, and ``--key-file``."""
-    parser = commands.add_parser(name, formatter_class=Formatter, epilog=EXIT_CODES, help=summary,
+    """A subcommand with its one-line ``summary``, wrapped ``description``, a pointer to the
+    exit codes (listed once, by ``avalanche-tmc --help``) below its options, and ``--key-file``."""
+    parser = commands.add_parser(name, formatter_class=Formatter, epilog=EXIT_CODES_POINTER, help=summary,
                                  description=textwrap.fill(description, 88))
     parser.add_argument("--key-file", metavar="FILE", default=None,
                         help="shared key (at least 16 bytes) of the federation: files written are signed with it "

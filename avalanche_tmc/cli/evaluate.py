@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from .argtypes import check_device
 from .arguments import add_command, factories_of, factory_arguments, files_argument, log_settings_of, logging_arguments
-from .exits import EXIT_OK
+from .exits import EXIT_OK, UsageError
 from .loading import Factories, stdout_to_stderr
 from .logs import LogSettings, evaluator
 from .outputs import read_components, read_key
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..files import Component
     from ..training.protocols import ComposableLearner
 
-__all__ = ["NAME", "Evaluation", "register", "run", "evaluate_files", "evaluation_strategy"]
+__all__ = ["NAME", "EVALUATED", "Evaluation", "register", "run", "evaluate_files", "evaluation_strategy"]
 
 NAME = "evaluate"
 POSITION = 50  # where --help lists it
@@ -34,10 +34,18 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
         "Compose the files (one composition file, or component files) onto the model and print the "
         "accuracy on every experience of the data's test stream and overall.")
     files_argument(evaluate, "composition or component files, or directories", json_output=True)
+    evaluate.add_argument("--method", choices=EVALUATED, default="tmc",
+                          help="tmc: the composition (the weighted sum of the components' deltas; composition or "
+                               "component files); tme: the softmax ensemble of the components, each evaluated on "
+                               "its own (tangent component files only: a composition file holds only their sum)")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     factory_arguments(evaluate)
     logging_arguments(evaluate)
     return evaluate
+
+
+EVALUATED = ("tmc", "tme")
+"""``evaluate --method``'s choices: the composition, or the ensemble of the components (TME)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     """``evaluate`` from its parsed arguments."""
     return evaluate_files(args.files, factories_of(args), log_settings_of(args, NAME), device=args.device,
                           eval_batch_size=args.eval_batch_size, as_json=args.json, quiet=args.quiet,
-                          key_file=args.key_file)
+                          key_file=args.key_file, method=args.method)
 
 
 def evaluation_strategy(composition: "Component", net: "nn.Module", factories: Factories,
@@ -74,22 +82,47 @@ def evaluation_strategy(composition: "Component", net: "nn.Module", factories: F
     return strategy
 
 
+def _check_ensemble(components: Sequence["Component"]) -> None:
+    """``--method tme`` needs the tangent component files themselves (an ensemble evaluates
+    each on its own): a composition file or statistics are refused, saying what to give."""
+    for component in components:
+        if component.payload != "delta":
+            raise UsageError(f"--method tme evaluates tangent components; {component.name()} holds a training-free "
+                             "head's statistics (evaluate it with --method tmc).")
+        if component.kind != "component":
+            raise UsageError(f"--method tme evaluates the ensemble of the component files; {component.name()} is a "
+                             "composition, which holds only their sum: give the component files it was composed "
+                             "from (or use --method tmc).")
+
+
 def evaluate_files(files: Sequence[str], factories: Factories, logging: LogSettings, device: str = "cpu",
                    eval_batch_size: int = 256, as_json: bool = False, quiet: bool = False,
-                   key_file: Optional[str] = None) -> int:
-    """Print the accuracy of the composition of the files on the data's test stream (the
-    device, the files and the data are checked before the model factory is called)."""
-    from ..files import compose_components
+                   key_file: Optional[str] = None, method: str = "tmc") -> int:
+    """Print the accuracy of the composition of the files (``method="tme"``: of the softmax
+    ensemble of the component files) on the data's test stream (the device, the files and
+    the data are checked before the model factory is called)."""
+    from ..files import component_paths, compose_components
     from ..training.plugins.progress import ProgressPlugin
 
     check_device(device)
-    composition = compose_components(read_components(files, quiet, read_key(key_file)))
+    if method not in EVALUATED:
+        raise UsageError(f"--method {method}: evaluate takes one of {', '.join(EVALUATED)}.")
+    key = read_key(key_file)
+    components = read_components(files, quiet, key)
+    if method == "tme":
+        _check_ensemble(components)
+    composition = compose_components(components)
     # with --json, whatever the data, the model or Avalanche print while evaluating goes to stderr
     with stdout_to_stderr() if as_json else contextlib.nullcontext():
         stream = factories.benchmark().test_stream
         progress = ProgressPlugin(not quiet)
         runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging, text_to_stderr=as_json))
-        strategy = evaluation_strategy(composition, factories.network(), factories, runtime)
+        if method == "tme":
+            names = [n for n, _ in composition.base.get("linearized", [])]
+            strategy = tangent_strategy(factories.network(), names or "all", runtime, name="tme")
+            strategy.load_components(component_paths(files), key=key)
+        else:
+            strategy = evaluation_strategy(composition, factories.network(), factories, runtime)
         strategy.eval(stream)
     rows = [dict(experience=e, samples=progress.seen[e], accuracy=progress.correct[e] / progress.seen[e])
             for e in sorted(progress.seen)]
@@ -98,9 +131,10 @@ def evaluate_files(files: Sequence[str], factories: Factories, logging: LogSetti
                         sum(progress.correct.values()) / total if total else float("nan"), total)
     if as_json:
         print(json.dumps(dict(experiences=result.experiences, per_experience=result.per_experience,
-                              accuracy=result.accuracy, samples=result.samples), indent=2))
+                              accuracy=result.accuracy, samples=result.samples, method=method), indent=2))
     else:
-        print(f"composition of experiences {result.experiences} on the test stream:")
+        what = "ensemble (TME)" if method == "tme" else "composition"
+        print(f"{what} of experiences {result.experiences} on the test stream:")
         print("experience   samples  accuracy")
         for r in rows:
             print(f"{r['experience']!s:>10}  {r['samples']:>8}  {r['accuracy']:8.4f}")

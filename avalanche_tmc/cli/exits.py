@@ -1,10 +1,12 @@
 """The command line's exit codes, its two errors, and the mapping from an error to its code."""
 
+import errno
 import sys
 from typing import Optional, Tuple
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_BAD_FILE", "EXIT_INCOMPATIBLE", "EXIT_FACTORY",
-           "EXIT_TRAINING", "EXIT_PIPE", "EXIT_INTERRUPTED", "EXIT_CODES", "FactoryError", "UsageError", "exit_code"]
+           "EXIT_TRAINING", "EXIT_PIPE", "EXIT_INTERRUPTED", "EXIT_CODES", "FactoryError", "UsageError", "exit_code",
+           "describe"]
 
 EXIT_OK = 0
 """Success."""
@@ -13,7 +15,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 """A bad command line: unknown command or option, a missing argument, a value out of its
 range, an experience id the data does not have, an ``--out`` that cannot be written or that
-is one of the input files (``compose``, ``forget``: the same file by any path)."""
+is one of the input files (``compose``, ``forget``: the same file by any path); an output or log
+file that could not be written after all (a full disk, the file-size limit, a read-only folder:
+any ``OSError``, named with its file and what to do)."""
 EXIT_BAD_FILE = 3
 """A file that cannot be used: missing, truncated, not a component file, corrupted or edited."""
 EXIT_INCOMPATIBLE = 4
@@ -37,7 +41,8 @@ EXIT_CODES = """exit codes:
   0  success
   1  unexpected error (a bug; the traceback is printed)
   2  bad command line (unknown option, missing argument, a value out of range, unknown experience
-     id, an --out that cannot be written or that is one of the input files)
+     id, an --out that cannot be written or that is one of the input files); a file that could
+     not be written (disk full, file-size limit, read-only folder, a foreign log file)
   3  unusable file (missing, truncated, not an avalanche-tmc file, corrupted or edited)
   4  files that do not combine (other base model, head size or linearized set; an experience
      twice; the same content under two ids; different --weighting without --mixed-weighting;
@@ -74,5 +79,30 @@ def exit_code(error: BaseException) -> Optional[int]:
 
     failures = ((UsageError, EXIT_USAGE), (ComponentFileError, EXIT_BAD_FILE),
                 ((IncompatibleComponentsError, ComponentExistsError), EXIT_INCOMPATIBLE),
-                (FactoryError, EXIT_FACTORY), (_training_errors(), EXIT_TRAINING))
+                (FactoryError, EXIT_FACTORY), (_training_errors(), EXIT_TRAINING), (OSError, EXIT_USAGE))
     return next((code for kinds, code in failures if isinstance(error, kinds)), None)
+
+
+_ADVICE = {errno.ENOSPC: "the disk is full: free space, or write elsewhere",
+           errno.EDQUOT: "the disk quota is used up: free space, or write elsewhere",
+           errno.EFBIG: "the file would exceed the file-size limit (ulimit -f): raise it, or write elsewhere",
+           errno.EROFS: "the file system is read-only: write elsewhere",
+           errno.EACCES: "permission denied: write elsewhere, or fix the folder's permissions",
+           errno.EPERM: "not permitted: write elsewhere, or fix the folder's permissions",
+           errno.ENOENT: "a folder on the path does not exist: create it, or write elsewhere",
+           errno.ENOTDIR: "a part of the path is a file, not a folder: write elsewhere",
+           errno.EISDIR: "it is a folder: name a file"}
+
+
+def describe(error: BaseException) -> str:
+    """The one line printed for a documented ``error``: its message; for an ``OSError``
+    (raised while writing an output or a log: a full disk, the file-size limit, a read-only
+    folder) the file, the system's reason and what to do."""
+    if not isinstance(error, OSError) or exit_code(error) != EXIT_USAGE:
+        return " ".join(str(error).split("\n"))
+    from ..files.component import _shown
+
+    names = [_shown(n) for n in (error.filename, error.filename2) if n is not None]
+    reason = error.strerror or str(error)
+    advice = _ADVICE.get(error.errno or 0, "check the path and the free space, or write elsewhere")
+    return f"{' -> '.join(names) or 'a file'} could not be written or read ({reason}): {advice}."

@@ -89,6 +89,9 @@ def load_factory(spec: str) -> Callable[..., Any]:
         return getattr(module, function)
     except AttributeError:
         raise FactoryError(f"{target!r} has no function {function!r} (factory {spec!r}).") from None
+    except Exception as error:  # noqa: BLE001  (a module __getattr__ of the user's that fails)
+        raise FactoryError(f"Reading {function!r} of {target!r} failed (factory {spec!r}): "
+                           f"{type(error).__name__}: {error}") from None
 
 
 def _names_a_file(target: str) -> bool:
@@ -97,11 +100,18 @@ def _names_a_file(target: str) -> bool:
 
 def _factory_module(name: str, function: str, spec: str) -> Any:
     """An installed (or ``PYTHONPATH``) module, imported without the working directory."""
+    if name.startswith(".") or not all(part.isidentifier() for part in name.split(".")):
+        raise FactoryError(f"Cannot import {name!r} for factory {spec!r}: a module is named by its absolute dotted "
+                           "name (e.g. avalanche_tmc.factories:digits), or a file by its path "
+                           "(./my_factories.py:model).")
     try:
         return importlib.import_module(name)
     except SystemExit as error:
         raise _exited(error, f"Importing {name!r} for factory {spec!r}") from None
-    except ImportError as error:
+    except Exception as error:  # noqa: BLE001  (a module that fails at import: the user's to fix)
+        if not isinstance(error, ImportError):
+            raise FactoryError(f"Importing the module {name!r} of factory {spec!r} failed: "
+                               f"{type(error).__name__}: {error}") from None
         local = os.path.join(*name.split(".")) + ".py"
         hint = (f" The command line does not import from the working directory (a file there could shadow an "
                 f"installed package); name the file instead: {local if os.sep in local else './' + local}:{function}."

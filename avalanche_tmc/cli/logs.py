@@ -54,9 +54,13 @@ def evaluator(settings: LogSettings, rank: int = 0, world: int = 1,
 
     log_dir = settings.log_dir if world == 1 else os.path.join(settings.log_dir, f"rank-{rank}")
     # appended to: a silo that trains one experience per call keeps every call's rows
-    loggers = make_loggers(names, log_dir, f"{settings.command}-rank{rank}",
-                           text_stream=(sys.stderr if text_to_stderr else sys.stdout) if speaks(settings, rank)
-                           else None, resume=True)
+    try:
+        loggers = make_loggers(names, log_dir, f"{settings.command}-rank{rank}",
+                               text_stream=(sys.stderr if text_to_stderr else sys.stdout) if speaks(settings, rank)
+                               else None, resume=True)
+    except (OSError, ValueError) as error:  # a foreign or unwritable log file: the user's to move
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise UsageError(f"--log-dir {log_dir} cannot be logged to ({reason}); choose another --log-dir.") from None
     metrics = dict(epoch=True, experience=True, stream=True)
     return EvaluationPlugin(accuracy_metrics(**metrics), loss_metrics(**metrics), loggers=loggers)
 

@@ -21,28 +21,40 @@ def shown(path: Any) -> str:
 
 
 def check_writable(directory: str, what: str) -> None:
-    """:func:`avalanche_tmc.files.filesystem.check_writable` (create ``directory`` if
-    needed and write a file there: an unusable output is found before any training, not
-    after), its error a :class:`UsageError` naming ``what``."""
+    """:func:`avalanche_tmc.files.filesystem.check_writable` (write a file in ``directory``,
+    or in its parent if it is to be created: an unusable output is found before any
+    training, not after; nothing is created, so a refused command leaves no empty folder),
+    its error a :class:`UsageError` naming ``what``. A missing parent folder is refused,
+    never created: it is more often a typo than a wish."""
     from ..files.filesystem import check_writable as probe
 
+    parent = os.path.dirname(os.path.abspath(directory))
+    if not os.path.isdir(directory) and not os.path.lexists(directory) and not os.path.isdir(parent):
+        raise UsageError(f"{what} {shown(directory)}: the folder {shown(parent)} does not exist; create it "
+                         f"(mkdir -p {shown(parent)}) or choose another place.")
     try:
-        probe(directory)
+        probe(directory, create=False)
     except OSError as error:
         raise UsageError(f"{what} {shown(directory)} cannot be written ({shown(error.strerror or error)}).") \
             from None
 
 
-def check_output(path: str, overwrite: bool) -> None:
+def check_output(path: str, overwrite: bool, new_folder: bool = False) -> None:
     """``--out`` names a file that may be written: not a directory, absent unless
-    ``overwrite``, in a writable directory."""
-    if os.path.isdir(path):
-        raise UsageError(f"{shown(path)} is a directory; --out names the file to write.")
+    ``overwrite``, in a writable directory that exists (``new_folder``: or that will be
+    made in an existing one: ``train-component``'s ``--out DIR``)."""
+    if os.path.isdir(path) or path.endswith(tuple(filter(None, ("/", os.sep, os.altsep)))):
+        raise UsageError(f"--out {shown(path)} is a directory; --out names the file to write (e.g. "
+                         f"{shown(os.path.join(path, 'composed.safetensors'))}).")
     if os.path.lexists(path) and not overwrite:
         from ..files import ComponentExistsError
 
         raise ComponentExistsError(f"{shown(path)} exists; pass --overwrite to replace it.")
-    check_writable(os.path.dirname(os.path.abspath(path)), "the directory of --out")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not new_folder and not os.path.isdir(folder):
+        raise UsageError(f"--out {shown(path)}: the folder {shown(folder)} does not exist; create it "
+                         f"(mkdir -p {shown(folder)}) or choose another --out.")
+    check_writable(folder, "the directory of --out")
 
 
 def check_not_an_input(out: str, inputs: Sequence[str]) -> None:

@@ -53,15 +53,16 @@ def _runtime_options(runtime: Runtime) -> dict:
 
 
 def tangent_strategy(net: "nn.Module", linearize: Union[str, List[str]], runtime: Runtime,
-                     training: Optional[TangentTraining] = None) -> "ComposableLearner":
-    """The registry's ``tmc`` on ``net`` with ``linearize`` linearized; ``training`` None: one
-    that only evaluates (the strategy's own training defaults, never used)."""
+                     training: Optional[TangentTraining] = None, name: str = "tmc") -> "ComposableLearner":
+    """The registry's ``name`` (``tmc``; ``tme`` to evaluate the ensemble) on ``net`` with
+    ``linearize`` linearized; ``training`` None: one that only evaluates (the strategy's own
+    training defaults, never used)."""
     from ..training.registry import create_strategy
 
     trains = {} if training is None else dict(
         lr=training.lr, beta=training.beta, weighting=training.weighting, train_mb_size=training.batch_size,
         train_epochs=training.epochs)
-    return create_strategy("tmc", net, linearize=linearize, **_runtime_options(runtime), **trains)
+    return create_strategy(name, net, linearize=linearize, **_runtime_options(runtime), **trains)
 
 
 def statistics_strategy(net: "nn.Module", method: str, runtime: Runtime, projection_dim: Optional[int] = None,

@@ -8,13 +8,14 @@ from typing import List, Optional, Sequence, Union
 
 from .argtypes import (
     BATCH_SIZE,
+    BETA,
     EPOCHS,
+    LEARNING_RATE,
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
     MAX_EXPERIENCE_ID,
     MAX_PROJECTION_DIM,
     MAX_SEED,
-    POSITIVE_FLOAT,
     PROJECTION_DIM,
     SEED,
     TIMEOUT,
@@ -54,9 +55,9 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                        help=f"experience ids (indices of the training stream, 0 to {MAX_EXPERIENCE_ID}) this silo "
                             "trains, or 'all'")
     train.add_argument("--method", choices=methods(), default="tmc",
-                       help="tmc: tangent component of every parameter; tmc-fc: of the head only; ridge, ranpac, "
-                            "ncm: a training-free head's statistics")
-    train.add_argument("--lr", type=POSITIVE_FLOAT, default=1e-2,
+                       help="tmc: tangent component of every parameter; tmc-fc: of the head only; stats-ridge, "
+                            "ranpac, ncm: a training-free head's statistics")
+    train.add_argument("--lr", type=LEARNING_RATE, default=1e-2,
                        help="Adam learning rate (tangent methods). The default, 1e-2, suits the default --model "
                             "(a small digits CNN with a new head: 0.31 accuracy against 0.02 at 1e-4); the "
                             "library's default (avalanche_tmc.DEFAULT_LR) is the paper's 1e-4, which does no harm "
@@ -68,12 +69,13 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                             f"{MAX_EPOCHS})")
     train.add_argument("--batch-size", type=BATCH_SIZE, default=32,
                        help=f"training batch size (tangent methods; at most {MAX_BATCH_SIZE})")
-    train.add_argument("--beta", type=POSITIVE_FLOAT, default=25.0,
+    train.add_argument("--beta", type=BETA, default=25.0,
                        help="RSL target: 25 class/task-incremental, 5 data")
     train.add_argument("--weighting", choices=("mean", "samples"), default="mean",
                        help="component weight: 1 each, or the experience's sample count")
     train.add_argument("--projection-dim", type=PROJECTION_DIM, default=2000,
-                       help=f"random features of --method ranpac (at most {MAX_PROJECTION_DIM})")
+                       help=f"random features of --method ranpac (at most {MAX_PROJECTION_DIM}: its statistics are a "
+                            "D x D matrix)")
     train.add_argument("--seed", type=SEED, default=0,
                        help="experience e trains with torch.manual_seed(1000 * seed + e) "
                             "(avalanche_tmc.experience_seed): the same file wherever it runs; 0 to "
@@ -151,7 +153,7 @@ def train_component(job: TrainJob, factories: Factories, logging: LogSettings) -
             raise UsageError(f"Experience(s) {unknown} are not in the data's training stream (ids {known}).")
         paths = {e: os.path.join(job.out, f"experience-{e}.safetensors") for e in wanted}
         for path in paths.values():
-            check_output(path, job.overwrite)
+            check_output(path, job.overwrite, new_folder=True)
         progress = ProgressPlugin(not job.quiet and speaks(logging, rank), position=rank if logging.all_ranks else 0)
         runtime = Runtime(job.device, job.eval_batch_size, [progress], evaluator(logging, rank, world))
         strategy = strategy_for_method(factories.network(), job.method, runtime, job.training, job.projection_dim,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 if TYPE_CHECKING:  # for the annotations only: Avalanche and torch load when a factory is called
     from avalanche.benchmarks import NCScenario
+    from avalanche.benchmarks.scenarios import CLScenario
     from avalanche.benchmarks.utils import TaskAwareClassificationDataset
     from torch import Tensor
 
@@ -245,13 +246,59 @@ def _classification_dataset(x: "Tensor", y: "Tensor") -> "TaskAwareClassificatio
 
 
 def digits(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 0,
-           split_seed: int = 0) -> "NCScenario":
+           split_seed: int = 0) -> "CLScenario":
     """scikit-learn's digits (8x8 images, 10 classes) as a class-incremental benchmark of
     ``n_experiences`` experiences (``return_task_id``: task-incremental), classes ordered by
     ``seed``. Offline: scikit-learn ships the images. The 400 images
-    :func:`~avalanche_tmc.factories.models.digits_cnn` is pre-trained on are left out."""
-    from avalanche.benchmarks import nc_benchmark
+    :func:`~avalanche_tmc.factories.models.digits_cnn` is pre-trained on are left out.
 
+    Built as Avalanche 0.6's ``class_incremental_benchmark`` builds its benchmarks
+    (``benchmark_from_datasets`` of datasets without task labels), not with the deprecated
+    ``nc_benchmark``: ``task_incremental_benchmark(digits())`` gives the task-incremental
+    version (what ``return_task_id=True`` returns), and ``with_task_labels`` reads the task
+    labels of that one (Avalanche's ``with_task_labels`` needs datasets that carry task
+    labels, ``task_incremental_benchmark`` datasets that do not). The experiences are those
+    ``nc_benchmark`` gave (the same class order for a seed, the same samples in the same
+    order; each experience keeps its class lists). When 10 does not divide by
+    ``n_experiences`` the first experiences take one class more."""
+    import torch
+    from avalanche.benchmarks.scenarios import benchmark_from_datasets, task_incremental_benchmark
+
+    n_experiences = int(n_experiences)
+    if not 1 <= n_experiences <= 10:
+        raise ValueError(f"digits has 10 classes: n_experiences must be 1 to 10, got {n_experiences}.")
     parts = digits_splits(split_seed)
-    return nc_benchmark(_classification_dataset(*parts["train"]), _classification_dataset(*parts["test"]),
-                        n_experiences=int(n_experiences), task_labels=bool(return_task_id), seed=int(seed))
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(int(seed))).tolist()  # nc_benchmark's order
+    base, extra = divmod(10, n_experiences)
+    bounds = [0]
+    for i in range(n_experiences):
+        bounds.append(bounds[-1] + base + (1 if i < extra else 0))
+    groups = [list(set(order[start:end])) for start, end in zip(bounds[:-1], bounds[1:])]  # nc_benchmark's order
+
+    def stream(x: "Tensor", y: "Tensor", group: str) -> List[Any]:
+        return [_labelled_dataset(x[keep], y[keep]).with_transforms(group) for keep in
+                (torch.cat([torch.nonzero(y == c).flatten() for c in classes]) for classes in groups)]
+
+    bm = benchmark_from_datasets(train=stream(*parts["train"], "train"), test=stream(*parts["test"], "eval"))
+    if return_task_id:
+        bm = task_incremental_benchmark(bm)
+    for exps in bm.streams.values():  # nc_benchmark's class lists, for code that reads them
+        seen: List[int] = []
+        for i, (exp, classes) in enumerate(zip(exps, groups)):
+            exp.classes_in_this_experience, exp.previous_classes = list(classes), list(seen)
+            seen = seen + list(classes)
+            exp.classes_seen_so_far = list(seen)
+            exp.future_classes = [c for later in groups[i + 1:] for c in later]
+    return bm
+
+
+def _labelled_dataset(x: "Tensor", y: "Tensor") -> Any:
+    """``(x, y)`` as an Avalanche dataset with integer targets and task label 0 on every
+    sample (what ``with_task_labels`` and ``task_incremental_benchmark`` read)."""
+    from avalanche.benchmarks.utils import DataAttribute, DefaultTransformGroups
+    from avalanche.benchmarks.utils.classification_dataset import ClassificationDataset
+    from torch.utils.data import TensorDataset
+
+    return ClassificationDataset(
+        [TensorDataset(x, y)], data_attributes=[DataAttribute(y.tolist(), "targets", use_in_getitem=False)],
+        frozen_transform_groups=DefaultTransformGroups((None, int)))

@@ -13,6 +13,7 @@ any slow work (the command line and the benchmark runner both call it).
 """
 
 import contextlib
+import errno
 import os
 import secrets
 import socket
@@ -28,11 +29,20 @@ __all__ = ["write_atomically", "atomic_path", "check_writable", "read_regular_fi
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def check_writable(directory: PathLike) -> None:
-    """Create ``directory`` if needed and write (and remove) a temporary file there, so an
-    output folder that cannot be used is found before any training, not after. Raises the
-    ``OSError`` that says why (callers turn it into their own refusal)."""
-    os.makedirs(directory, exist_ok=True)
+def check_writable(directory: PathLike, *, create: bool = True) -> None:
+    """Write (and remove) a temporary file in ``directory``, so an output folder that cannot
+    be used is found before any training, not after. ``create``: make ``directory`` (and its
+    parents) if needed; else a missing ``directory`` is probed through its parent, which must
+    exist (``FileNotFoundError`` naming it), and nothing is created. Raises the ``OSError``
+    that says why (callers turn it into their own refusal)."""
+    if create:
+        os.makedirs(directory, exist_ok=True)
+    elif not os.path.isdir(directory):
+        parent = os.path.dirname(os.path.abspath(directory))
+        if os.path.lexists(directory) or not os.path.isdir(parent):
+            missing = parent if not os.path.lexists(directory) else os.fspath(directory)
+            raise FileNotFoundError(errno.ENOENT, "no such folder", missing)
+        directory = parent
     with tempfile.TemporaryFile(dir=directory):
         pass
 
@@ -59,7 +69,8 @@ def _remove_stale_temporaries(directory: str, base: str) -> None:
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
         parts = name[len(prefix):-len(".tmp")].rsplit(".", 2)
-        if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and not _alive(int(parts[1])):
+        pid = parts[1] if len(parts) == 3 and parts[0] == host and parts[1].isascii() else ""
+        if pid.isdigit() and not _alive(int(pid)):
             try:
                 os.remove(os.path.join(directory, name))
             except OSError:
@@ -133,12 +144,30 @@ def atomic_path(path: PathLike, *, mode: Optional[int] = None) -> Iterator[Path]
             os.remove(tmp)
 
 
+@contextlib.contextmanager
+def _naming(path: PathLike) -> Iterator[None]:
+    """An ``OSError`` of the block names ``path`` (a write's own error, such as a full disk
+    or the file-size limit, names no file; one of the temporary file names that instead)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno is not None and (error.filename is None
+                                        or os.path.basename(os.fspath(error.filename)).endswith(".tmp")):
+            error.filename = os.fspath(path)
+        raise
+
+
 def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file put in place in one step
     (:func:`atomic_path`); ``overwrite=False`` creates ``path`` exclusively
     (:class:`ComponentExistsError` if it exists, also when another process created it
     meanwhile). The directory is created if needed; temporaries of dead writers of the
-    same file are removed first."""
+    same file are removed first. An ``OSError`` (a full disk, the file-size limit) names ``path``."""
+    with _naming(path):
+        _write_atomically(path, data, overwrite)
+
+
+def _write_atomically(path: str, data: bytes, overwrite: bool) -> None:
     if overwrite:
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
             f.write(data)

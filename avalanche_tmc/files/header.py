@@ -79,7 +79,21 @@ def _is_int(value: Any) -> bool:
 
 
 def _finite_positive(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and value > 0
+    """A positive number whose float is finite (an integer beyond float's range, 10**400, is not)."""
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(float(value)) and value > 0
+    except OverflowError:
+        return False
+
+
+CLASS_ID_MAX = 2 ** 31 - 1
+"""The largest class id a file may list (beyond it no head or mask could hold it)."""
+
+
+def _class_id(value: Any) -> bool:
+    return _is_int(value) and 0 <= value <= CLASS_ID_MAX
 
 
 def _check_members(members: List[Any], path: str) -> None:
@@ -99,9 +113,9 @@ def _check_members(members: List[Any], path: str) -> None:
         classes = member["classes"]
         if not isinstance(classes, dict) or not all(
                 isinstance(t, str) and re.fullmatch(r"-?[0-9]{1,9}", t) and isinstance(c, list)
-                and all(_is_int(x) for x in c)
+                and all(_class_id(x) for x in c)
                 for t, c in classes.items()):
-            raise _refuse(path, "a member's classes are not task label -> list of integers")
+            raise _refuse(path, f"a member's classes are not task label -> list of integers in 0..{CLASS_ID_MAX}")
 
 
 def _check_base(base: Dict[str, Any], payload: str, path: str) -> None:

@@ -39,7 +39,7 @@ from .bases import model_reference
 from .checkpoint import CheckpointError, _check_identity, checkpoint_identity
 from .component import FORMAT_VERSION, ComponentFileError, _shown, content_sha256
 from .filesystem import read_regular_file, write_atomically
-from .header import _TORCH_DTYPES, _expected_layout
+from .header import _TORCH_DTYPES, _class_id, _expected_layout, _finite_positive
 from .signing import hmac_signature, metadata_sha256, resolve_key
 
 __all__ = ["LEARNED_FORMAT", "save_learned", "load_learned"]
@@ -146,7 +146,7 @@ def load_learned(strategy: Any, path: str, *, key: Union[None, bytes, str] = Non
         try:
             fresh.merge(OrderedDict((m["key"], m["weight"]) for m in members), total, parts if keep else None,
                         {m["key"]: m["checksum"] for m in members})
-        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        except (KeyError, TypeError, ValueError, RuntimeError, ArithmeticError) as error:
             raise CheckpointError(f"{shown}: its tensors do not make a composition ({_shown(error)}). The strategy "
                                   "was left as it was.") from None
         state = strategy.snapshot_state() if hasattr(strategy, "snapshot_state") else None
@@ -177,14 +177,14 @@ def _check_learned_members(members: Any, shown: str) -> None:
             raise CheckpointError(f"{shown}: member key {_shown(repr(key))} is not an integer or a string, or is "
                                   "listed twice.")
         seen.add(key)
-        if type(weight) not in (int, float) or not 0 < weight < math.inf:
+        if not _finite_positive(weight):
             raise CheckpointError(f"{shown}: member {_shown(repr(key))} has weight {_shown(repr(weight))}, not a "
                                   "positive finite number.")
         if not isinstance(checksum, str) or not re.fullmatch(r"[0-9a-f]{64}", checksum):
             raise CheckpointError(f"{shown}: member {_shown(repr(key))}'s checksum is not a SHA-256.")
         if not isinstance(classes, dict) or not all(
                 isinstance(t, str) and re.fullmatch(r"-?[0-9]{1,9}", t) and isinstance(c, list)
-                and all(type(x) is int for x in c) for t, c in classes.items()):
+                and all(_class_id(x) for x in c) for t, c in classes.items()):
             raise CheckpointError(f"{shown}: member {_shown(repr(key))}'s classes are not task label -> list of "
                                   "integers.")
 
@@ -204,7 +204,8 @@ def _learned_tensors(tensors: Dict[str, "torch.Tensor"], members: List[Dict[str,
         index, _, inner = rest.partition("/")
         if kind == "sum" and rest:
             total[rest] = tensor
-        elif kind == "member" and inner and index.isdigit() and int(index) < len(members) and keep:
+        elif (kind == "member" and inner and re.fullmatch(r"[0-9]{1,9}", index) and int(index) < len(members)
+              and keep):
             indexed.setdefault(int(index), OrderedDict())[inner] = tensor
         else:
             raise CheckpointError(f"{shown}: tensor {_shown(repr(name))} is not a sum or a member of its "
@@ -280,7 +281,8 @@ def _check_version(version: Any, shown: str) -> None:
     """Refuse a learned-state file of another format version, saying what to do."""
     if version == str(FORMAT_VERSION):
         return
-    if version is None or (isinstance(version, str) and version.isdigit() and int(version) < FORMAT_VERSION):
+    if version is None or (isinstance(version, str) and re.fullmatch(r"[0-9]{1,6}", version)
+                           and int(version) < FORMAT_VERSION):
         raise CheckpointError(
             f"{shown}: written by an earlier avalanche-tmc (format version {version or '2 or older'}), whose files "
             "named the network's classes by module paths that have since moved, so its architecture cannot be "

@@ -28,7 +28,7 @@ import torch
 from ..composition.statistics import STAT_KEYS
 from .component import FORMAT, FORMAT_VERSION, Component, _clean, _clean_tensors, _refuse, content_sha256
 from .filesystem import write_atomically
-from .header import _check_members, _json_field, _read_verified
+from .header import _check_members, _finite_positive, _json_field, _read_verified
 from .signing import hmac_signature, metadata_sha256, resolve_key
 
 __all__ = ["save_component", "load_component", "component_paths", "load_components"]
@@ -110,8 +110,15 @@ def load_component(path: str, *, key: Union[None, bytes, str] = None) -> Compone
     base = _json_field(metadata, "base", path, dict)
     settings = _json_field(metadata, "settings", path, dict)
     _check_members(members, path)
-    total = math.fsum(m["weight"] for m in members)
-    if not math.isfinite(weight) or weight < 0 or (kind == "component" and len(members) != 1) or not math.isclose(
+    try:
+        total = math.fsum(m["weight"] for m in members)
+    except OverflowError:  # finite weights, each checked: only a crafted file sums beyond float's range
+        total = math.inf
+    if not math.isfinite(total):
+        raise _refuse(path, f"the weights of its {len(members)} members overflow when summed (beyond 1.8e308): a "
+                            "tampered or invalid file")
+    finite = _finite_positive(weight) or weight == 0  # (an integer beyond float's range is not finite)
+    if not finite or (kind == "component" and len(members) != 1) or not math.isclose(
             weight, total, rel_tol=1e-9, abs_tol=1e-12):
         raise _refuse(path, f"its weight {weight} is not the sum of its {len(members)} member(s)' weights or they do "
                             f"not make a {kind}")

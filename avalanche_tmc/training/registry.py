@@ -97,14 +97,39 @@ def list_strategies(family: Optional[str] = None, *, component_files: Optional[b
 
 def _tangent(strategy: str, linearize: str) -> Builder:
     def build(network: "nn.Module", *, linearize: Any = linearize, start_at: Optional[str] = None,
+              num_classes: Optional[int] = None, head: Optional[str] = None, new_head: bool = False,
+              head_seed: int = 0, implementation: str = "auto", channels_last: bool = False,
               **options: Any) -> "SupervisedTemplate":
+        """``TangentModel``'s options pass through: ``head``, ``head_seed``, ``implementation``,
+        ``channels_last``; ``num_classes`` is the data's class count, checked against the
+        head's output size (refused if they differ), or, with ``new_head=True``, the size of
+        a new seeded head that replaces it (``TangentModel(network, num_classes)``)."""
         from ..tangent import TangentModel
         from .strategies import tangent
 
-        model = TangentModel(network, linearize=linearize, start_at=start_at)
+        if new_head and num_classes is None:
+            raise ValueError("new_head=True replaces the head by one of num_classes outputs: give num_classes.")
+        if num_classes is not None and not new_head:
+            _check_head_size(network, head, num_classes)
+        model = TangentModel(network, num_classes if new_head else None, head=head, linearize=linearize,
+                             start_at=start_at, head_seed=head_seed, implementation=implementation,
+                             channels_last=channels_last)
         return getattr(tangent, strategy)(model=model, **options)
 
     return build
+
+
+def _check_head_size(network: "nn.Module", head: Optional[str], num_classes: int) -> None:
+    """Refuse a network whose head (``head``, else the output layer) has another output size
+    than ``num_classes`` (a 1000-way ImageNet head on 10 classes would train silently)."""
+    from ..tangent import find_head
+
+    name = head if head is not None else find_head(network)
+    outputs = getattr(network.get_submodule(name), "out_features", None)
+    if outputs != num_classes:
+        raise ValueError(f"The network's head {name!r} has {outputs} outputs, but num_classes={num_classes}: give a "
+                         f"network whose head has {num_classes} outputs, or pass new_head=True to replace it by a new "
+                         f"seeded head of {num_classes} outputs (head_seed).")
 
 
 def _statistics(head: str, projection: bool) -> Builder:

@@ -17,6 +17,7 @@ from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the libra
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
+    "CorruptImageError",
     "mean_std", "ImageTensorDataset", "ImageFileDataset", "TRANSFORM_RECIPES", "make_transform", "make_transforms",
     "resize_size", "split_by_domain", "stratified_split", "stratified_subsample", "subsample",
 ]
@@ -36,6 +37,11 @@ class TooFewImagesError(ValueError):
     """A class of a folder dataset has too few images for the requested split (one of its
     sides would be empty); the message names the class, its image count and the option to
     lower."""
+
+
+class CorruptImageError(ValueError):
+    """An image file of a folder dataset that cannot be decoded (truncated, not an image);
+    the message names the file and says to replace or remove it."""
 
 
 def mean_std(normalization: Normalization) -> Optional[Tuple[Tensor, Tensor]]:
@@ -151,8 +157,13 @@ class ImageFileDataset(Dataset):
 
         if self.decoded is not None:
             return Image.fromarray(np.ascontiguousarray(self.decoded[index]))
-        with Image.open(self.samples[index][0]) as img:
-            return img.convert("RGB")
+        path = self.samples[index][0]
+        try:
+            with Image.open(path) as img:
+                return img.convert("RGB")
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:  # PIL's decoding errors
+            raise CorruptImageError(f"{path}: not a readable image ({type(error).__name__}: {error}); replace the "
+                                    "file with a good copy or remove it, then run again.") from None
 
     def __getitem__(self, index: int) -> Tuple[Tensor, int]:
         return self.transform(self.load_image(index)), self.samples[index][1]

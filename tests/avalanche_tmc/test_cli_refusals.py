@@ -14,7 +14,6 @@ import torch
 from safetensors.torch import save
 
 import avalanche_tmc.files as cf
-from avalanche_tmc import TangentModel
 from avalanche_tmc.cli import (
     EXIT_BAD_FILE,
     EXIT_FACTORY,
@@ -27,7 +26,7 @@ from avalanche_tmc.cli import (
 )
 from avalanche_tmc.cli import compose as compose_command
 from avalanche_tmc.files.signing import metadata_sha256
-from tests.helpers import NUM_CLASSES, TinyResNet, random_delta
+from tests.helpers import two_silo_components
 
 ROOT = Path(__file__).resolve().parents[2]
 NEVER = ["--model", "tests.avalanche_tmc.test_cli_refusals:never", "--data",
@@ -42,12 +41,8 @@ def never(**options):
 
 @pytest.fixture()
 def files(tmp_path):
-    torch.manual_seed(0)
-    model = TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES)
     directory = tmp_path / "silo"
-    for exp in (0, 1):
-        cf.save_component(cf.tangent_component(model, random_delta(model, seed=exp), exp),
-                          str(directory / f"experience-{exp}.safetensors"))
+    two_silo_components(directory)
     return directory
 
 
@@ -73,7 +68,7 @@ def test_bad_values_are_usage_errors_naming_what_is_allowed(tmp_path, capsys, fl
 
 @pytest.mark.parametrize("flag, value, allowed", [
     ("--epochs", "10001", "<= 10000"), ("--batch-size", "65537", "<= 65536"),
-    ("--eval-batch-size", "100000000", "<= 65536"), ("--projection-dim", "100001", "<= 100000"),
+    ("--eval-batch-size", "100000000", "<= 65536"), ("--projection-dim", "16385", "<= 16384"),
     ("--seed", "2147483648", "<= 2147483647"), ("--seed", "-1", ">= 0"), ("--seed", "1" + "0" * 40, "<= 2147483647"),
     ("--timeout", "1e300", "a week"), ("--experience", "1000", "at most 999"),
 ])

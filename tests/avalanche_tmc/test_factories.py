@@ -286,3 +286,47 @@ def test_timm_weights_from_a_file_or_the_cache_never_downloaded(tmp_path, monkey
     assert all(torch.equal(net.state_dict()[k], reference.state_dict()[k]) for k in body)
     with pytest.raises(WeightsNotFoundError, match="timm/test_resnet.*not in the Hugging Face cache"):
         timm_model(name="test_resnet", weights="cache")
+
+
+@pytest.mark.parametrize("n_experiences, seed", [(5, 0), (2, 3), (10, 1)])
+def test_digits_is_a_current_avalanche_benchmark_with_nc_benchmarks_experiences(n_experiences, seed):
+    """Issue 42, B8: digits returned the deprecated nc_benchmark's NCScenario, so task_incremental_benchmark and
+    with_task_labels failed with Avalanche's errors. Both work now, and the experiences are nc_benchmark's."""
+    import warnings
+
+    from avalanche.benchmarks import nc_benchmark
+    from avalanche.benchmarks.scenarios import task_incremental_benchmark, with_task_labels
+
+    from avalanche_tmc.factories.benchmarks import _classification_dataset, digits_splits
+
+    bm = digits(n_experiences=n_experiences, seed=seed)
+    parts = digits_splits(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = nc_benchmark(_classification_dataset(*parts["train"]), _classification_dataset(*parts["test"]),
+                                 n_experiences=n_experiences, task_labels=False, seed=seed)
+    for stream, expected in ((bm.train_stream, reference.train_stream), (bm.test_stream, reference.test_stream)):
+        assert len(stream) == len(expected) == n_experiences
+        for exp, ref in zip(stream, expected):
+            x, y = (torch.stack([exp.dataset[i][k] if k == 0 else torch.tensor(exp.dataset[i][k])
+                                 for i in range(len(exp.dataset))]) for k in (0, 1))
+            rx = torch.stack([ref.dataset[i][0] for i in range(len(ref.dataset))])
+            ry = torch.tensor([ref.dataset[i][1] for i in range(len(ref.dataset))])
+            assert torch.equal(x, rx) and torch.equal(y, ry)
+    tasks = task_incremental_benchmark(digits(n_experiences=n_experiences, seed=seed))
+    assert [e.task_label for e in tasks.train_stream] == list(range(n_experiences))
+    assert [e.dataset[0][2] for e in tasks.test_stream] == list(range(n_experiences))  # (x, y, t) samples
+    # with_task_labels reads the task labels the datasets carry: those task_incremental_benchmark gave
+    assert [e.task_label for e in with_task_labels(tasks).train_stream] == list(range(n_experiences))
+    assert [e.task_label for e in digits(n_experiences=n_experiences, return_task_id=True).train_stream] \
+        == list(range(n_experiences))
+    assert [sorted(e.classes_in_this_experience) for e in bm.train_stream] == \
+        [sorted(e.classes_in_this_experience) for e in reference.train_stream]
+
+
+def test_digits_splits_ten_classes_into_uneven_experiences():
+    bm = digits(n_experiences=3)
+    classes = [sorted(set(int(t) for t in e.dataset.targets)) for e in bm.train_stream]
+    assert [len(c) for c in classes] == [4, 3, 3] and sorted(sum(classes, [])) == list(range(10))
+    with pytest.raises(ValueError, match="1 to 10"):
+        digits(n_experiences=11)

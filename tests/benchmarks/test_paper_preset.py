@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from torchvision.models import resnet18
 
 from benchmarks import run
 from benchmarks.datasets.synthetic import make_image_folder
 from benchmarks.presets import PRESETS
 from benchmarks.refusals import EXIT_REFUSED, command_line
+from tests.helpers import random_resnet18_weights, small_caltech_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 # small enough for a test: ResNet-18 at 32 px (random weights from a file), one epoch
@@ -25,17 +25,12 @@ SMALL = ["--backbone", "resnet18", "--image-size", "32", "--epochs", "1", "--see
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    root = tmp_path_factory.mktemp("caltech")
-    make_image_folder(root, layout="caltech256", classes=5, per_class=7, min_size=40, max_size=64)
-    return root
+    return small_caltech_folder(tmp_path_factory.mktemp("caltech"))
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
-    path = tmp_path_factory.mktemp("weights") / "resnet18-random.pth"
-    torch.manual_seed(0)
-    torch.save(resnet18().state_dict(), path)
-    return path
+    return random_resnet18_weights(tmp_path_factory.mktemp("weights") / "resnet18-random.pth")
 
 
 @pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
     (["--lr", "inf"], r"--lr: must be in \(0, 10\]"),
     (["--milestones", "15,10"], "milestones must be increasing"),
     (["--projection-dim", "0"], "--projection-dim: must be at least 1"),
-    (["--projection-dim", "16385"], "--projection-dim: must be at most 16384"),
+    (["--projection-dim", "16385"], r"--projection-dim: must be in 1\.\.16384"),
 ])
 def test_runner_refuses_bad_arguments(argv, message, capsys):
     from benchmarks import run
@@ -29,21 +29,21 @@ def test_runner_refuses_bad_arguments(argv, message, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--seeds", "100000000"], "a seed count must be at most 1000"),
-    (["--seeds", "1001"], "a seed count must be at most 1000"),
+    (["--seeds", "100000000"], r"a seed count must be in 1\.\.1000"),
+    (["--seeds", "1001"], r"a seed count must be in 1\.\.1000"),
     (["--seeds", ",".join(map(str, range(1001)))], "at most 1000 seeds"),
-    (["--seeds", "0,2147483648"], "each at most 2147483647"),
-    (["--seed", "2147483648"], "--seed: must be at most 2147483647"),
-    (["--data-seed", "99999999999"], "--data-seed: must be at most 2147483647"),
-    (["--tasks", "1001"], "--tasks: must be at most 1000"),
-    (["--epochs", "10001"], "--epochs: must be at most 10000"),
+    (["--seeds", "0,2147483648"], r"seeds must be distinct integers in 0\.\.2147483647"),
+    (["--seed", "2147483648"], r"--seed: must be in 0\.\.2147483647"),
+    (["--data-seed", "99999999999"], r"--data-seed: must be in 0\.\.2147483647"),
+    (["--tasks", "1001"], r"--tasks: must be in 1\.\.1000"),
+    (["--epochs", "10001"], r"--epochs: must be in 1\.\.10000"),
     (["--milestones", "5,10001"], "milestones must be at most 10000"),
-    (["--batch-size", "65537"], "--batch-size: must be at most 65536"),
-    (["--image-size", "4097"], "--image-size: must be at most 4096"),
-    (["--jobs", "257"], "--jobs: must be at most 256"),
-    (["--threads", "1025"], "--threads: must be at most 1024"),
-    (["--parallel", "257"], "--parallel: must be at most 256"),
-    (["--workers", "257"], "--workers: must be at most 256"),
+    (["--batch-size", "65537"], r"--batch-size: must be in 1\.\.65536"),
+    (["--image-size", "4097"], r"--image-size: must be in 1\.\.4096"),
+    (["--jobs", "257"], r"--jobs: must be in 1\.\.256"),
+    (["--threads", "1025"], r"--threads: must be in 1\.\.1024"),
+    (["--parallel", "257"], r"--parallel: must be in 1\.\.256"),
+    (["--workers", "257"], r"--workers: must be in 0\.\.256"),
 ])
 def test_runner_refuses_counts_beyond_their_documented_bound(argv, message, capsys):
     """Issue 42, class 4: --seeds 100000000 allocated gigabytes and never answered; every

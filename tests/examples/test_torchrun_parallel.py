@@ -28,3 +28,22 @@ def test_two_torchrun_processes_compose_what_one_process_composes(tmp_path):
     for out in (parallel, alone):
         assert float(ACCURACY.search(out)[1]) == pytest.approx(accuracy, abs=1e-4)
     assert accuracy > 0.15  # 10 classes in 5 class-incremental experiences: above chance (0.1)
+
+
+@pytest.mark.integration
+def test_the_torchrun_example_prints_no_warning(tmp_path):
+    """Issue 42, B12: it passed evaluator=None, which printed Avalanche's "No loggers specified"; its evaluator now
+    logs on rank 0 only (Avalanche's way), and nothing warns (warnings shown, as a user sees them)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                           "examples.torchrun_parallel", "--epochs", "1"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(env, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr and "No loggers specified" not in done.stdout + done.stderr, done.stderr
+    assert "Top1_Acc_Epoch/train_phase/train_stream" in done.stdout  # rank 0's evaluator logs

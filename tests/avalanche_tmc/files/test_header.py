@@ -142,3 +142,35 @@ def test_malformed_files_give_component_file_errors(files, tmp_path):
     (tmp_path / "deep.safetensors").write_bytes(save(tensors, metadata=metadata))
     with pytest.raises(cf.ComponentFileError, match="JSON"):
         cf.load_component(str(tmp_path / "deep.safetensors"))
+
+
+@pytest.mark.parametrize("weights", [(1.7e308, 1.7e308), (1e308, 1e308), (1.7976931348623157e308, 1e300)])
+def test_member_weights_whose_sum_overflows_are_a_tampered_file(files, tmp_path, weights):
+    """Issue 42, A4: finite member weights whose sum overflows (math.fsum's OverflowError, or an inf total)
+    ended in an unexpected error: the file is refused as not usable (ComponentFileError, CLI exit 3)."""
+    def edit(metadata):
+        metadata["members"][0]["weight"], metadata["members"][1]["weight"] = weights
+        metadata["weight"] = 1.7e308
+
+    crafted = craft(files["composed"], tmp_path / "overflow.safetensors", edit, rehash=True)
+    with pytest.raises(cf.ComponentFileError, match="overflow"):
+        cf.load_component(crafted)
+    from avalanche_tmc.cli import EXIT_BAD_FILE, main
+
+    assert main(["inspect", crafted]) == EXIT_BAD_FILE
+
+
+@pytest.mark.parametrize("entry, value", [
+    (["members", 0, "weight"], 10 ** 400),  # an integer beyond float's range: math.isfinite raised OverflowError
+    (["weight"], 10 ** 400),
+    (["members", 0, "classes"], {"0": [10 ** 30]}),  # a class id no head or mask can hold
+    (["members", 0, "classes"], {"0": [-1]}),
+])
+def test_integers_beyond_their_range_are_a_tampered_file(files, tmp_path, entry, value):
+    """Issue 42, A4: numbers that overflow once used are refused when the file is read (CLI exit 3)."""
+    crafted = craft(files[0], tmp_path / "huge.safetensors", set_entry(entry, value), rehash=True)
+    with pytest.raises(cf.ComponentFileError):
+        cf.load_component(crafted)
+    from avalanche_tmc.cli import EXIT_BAD_FILE, main
+
+    assert main(["inspect", crafted]) == EXIT_BAD_FILE

@@ -186,6 +186,13 @@ def _renamed(tensors, old="member/1/", new="member/9/"):
     ("classes not integers", lambda m: [dict(m[0], classes={"0": ["x"]}), m[1]], None),
     ("a checksum not a hash", lambda m: [dict(m[0], checksum=None), m[1]], None),
     ("a member dropped", lambda m: m[:1], None),
+    # issue 42, A4: odd tensor names (int('²') fails; int('١') is 1) and weights whose sum overflows
+    ("a member index that is a superscript", None, lambda t: _renamed(t, new="member/\u00b2/")),
+    ("a member index in Arabic-Indic digits", None, lambda t: _renamed(t, new="member/\u0661/")),
+    ("a member index with a sign", None, lambda t: _renamed(t, new="member/+1/")),
+    ("weights whose sum overflows", lambda m: [dict(m[0], weight=1.7e308), dict(m[1], weight=1.7e308)], None),
+    ("an integer weight beyond float's range", lambda m: [dict(m[0], weight=10 ** 400), m[1]], None),
+    ("a class id beyond any head", lambda m: [dict(m[0], classes={"0": [10 ** 30]}), m[1]], None),
 ])
 def test_crafted_learned_state_files_are_checkpoint_errors(bm, tmp_path, what, members, tensors):
     """Issue 30, case 19: crafted learned-state files (hashes recomputed) raised ValueError with the strategy changed,

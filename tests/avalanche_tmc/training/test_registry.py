@@ -85,3 +85,26 @@ def test_unknown_names_duplicates_and_unknown_families_are_refused():
     with pytest.raises(ValueError, match="family 'linear' is not one of"):
         register_strategy("new-one", family="linear", description="?")
     assert "new-one" not in list_strategies()
+
+
+@pytest.mark.parametrize("name", ["tmc", "tme", "tmc-seq", "tmc-fc"])
+def test_tangent_strategies_take_num_classes_and_the_tangent_model_s_options(name):
+    """Issue 42, B9: create_strategy("tmc", net, num_classes=10) failed with Avalanche's "unexpected keyword"."""
+    net = _net()
+    strategy = create_strategy(name, net, num_classes=NUM_CLASSES, head_seed=1, implementation="generic",
+                               lr=1e-2, evaluator=quiet_evaluator())
+    assert strategy.model.model.fc.out_features == NUM_CLASSES
+    assert torch.equal(strategy.model.model.fc.weight, _net().fc.weight)  # the network's own head is kept
+    replaced = create_strategy(name, _net(), num_classes=7, new_head=True, head_seed=2, evaluator=quiet_evaluator())
+    assert replaced.model.model.fc.out_features == 7  # a new head of num_classes outputs, as TangentModel(net, 7)
+    reference = TangentModel(_net(), 7, head_seed=2)
+    assert torch.equal(replaced.model.model.fc.weight, reference.model.fc.weight)
+
+
+@pytest.mark.parametrize("name", ["tmc", "tme", "tmc-seq", "tmc-fc"])
+def test_a_head_of_another_size_than_num_classes_is_refused(name):
+    """A 1000-way head on 10 classes trained silently."""
+    with pytest.raises(ValueError, match=rf"head 'fc' has {NUM_CLASSES} outputs, but num_classes=10.*new_head=True"):
+        create_strategy(name, _net(), num_classes=10, evaluator=quiet_evaluator())
+    with pytest.raises(ValueError, match="give num_classes"):
+        create_strategy(name, _net(), new_head=True, evaluator=quiet_evaluator())
