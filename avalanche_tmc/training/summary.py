@@ -10,7 +10,8 @@ What it is for: the usual Avalanche loop keeps the metrics dictionary of each ev
     plot_stream(results, "accuracy.png")   # the same as curves (needs matplotlib)
 
 :func:`accuracy_matrix` reads the numbers (``Top1_Acc_Exp/eval_phase/<stream>/TaskTTT/ExpEEE``
-and ``Top1_Acc_Stream/eval_phase/<stream>/TaskTTT``, as ``accuracy_metrics(experience=True,
+and ``Top1_Acc_Stream/eval_phase/<stream>/TaskTTT``, or without ``/TaskTTT`` for a benchmark
+without task labels, as ``accuracy_metrics(experience=True,
 stream=True)`` logs them: the tangent strategies' default evaluator does); :func:`summary_table`
 and :func:`plot_stream` show them. Nothing is computed again: an experience's cell is
 Avalanche's value, the stream column Avalanche's (sample-weighted) stream accuracy, one per
@@ -33,11 +34,12 @@ class StreamAccuracies:
     """The accuracies of a stream after each evaluation (row ``i``: the ``i``-th result).
 
     ``per_experience[i][j]``: accuracy on ``experiences[j]``; ``stream[i][k]``: Avalanche's
-    stream accuracy of the samples of task ``tasks[k]``; None where that evaluation has no value.
+    stream accuracy of the samples of task ``tasks[k]`` (``tasks == [None]``: a benchmark
+    without task labels, one stream accuracy); None where that evaluation has no value.
     """
 
     experiences: List[int]
-    tasks: List[int]
+    tasks: List[Optional[int]]
     per_experience: List[List[Optional[float]]]
     stream: List[List[Optional[float]]]
 
@@ -59,10 +61,12 @@ def accuracy_matrix(results: Results, stream: str = "test_stream", metric: str =
     e.g. ``Top5_Acc`` for ``topk_acc_metrics(top_k=5, ...)``). Raises ``ValueError`` when no
     result has that stream's per-experience values, saying which names it found."""
     results = _as_list(results)
-    exp_name = re.compile(rf"^{re.escape(metric)}_Exp/eval_phase/{re.escape(stream)}/Task(\d+)/Exp(\d+)$")
-    stream_name = re.compile(rf"^{re.escape(metric)}_Stream/eval_phase/{re.escape(stream)}/Task(\d+)$")
+    # Avalanche names a value by its task label when the benchmark has task labels
+    # (nc_benchmark, task_incremental_benchmark), and without it when not (class_incremental_benchmark)
+    exp_name = re.compile(rf"^{re.escape(metric)}_Exp/eval_phase/{re.escape(stream)}(?:/Task(\d+))?/Exp(\d+)$")
+    stream_name = re.compile(rf"^{re.escape(metric)}_Stream/eval_phase/{re.escape(stream)}(?:/Task(\d+))?$")
     per_exp: List[Dict[int, float]] = []
-    per_task: List[Dict[int, float]] = []
+    per_task: List[Dict[Optional[int], float]] = []
     for result in results:
         exps, tasks = {}, {}
         for name, value in result.items():
@@ -71,7 +75,7 @@ def accuracy_matrix(results: Results, stream: str = "test_stream", metric: str =
                 exps[int(found.group(2))] = float(value)
             found = stream_name.match(name)
             if found:
-                tasks[int(found.group(1))] = float(value)
+                tasks[None if found.group(1) is None else int(found.group(1))] = float(value)
         per_exp.append(exps)
         per_task.append(tasks)
     experiences = sorted(set().union(*per_exp)) if per_exp else []
@@ -81,7 +85,7 @@ def accuracy_matrix(results: Results, stream: str = "test_stream", metric: str =
             f"No {metric}_Exp/eval_phase/{stream}/... values in the {len(results)} result(s) (names found: "
             f"{seen[:6]}{' ...' if len(seen) > 6 else ''}). Pass what strategy.eval(benchmark.{stream}) returns, "
             f"with accuracy_metrics(experience=True, stream=True) in the strategy's evaluator.")
-    tasks = sorted(set().union(*per_task))
+    tasks = sorted(set().union(*per_task), key=lambda t: -1 if t is None else t)
     return StreamAccuracies(experiences, tasks, [[row.get(e) for e in experiences] for row in per_exp],
                             [[row.get(t) for t in tasks] for row in per_task])
 

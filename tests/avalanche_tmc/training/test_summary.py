@@ -93,3 +93,28 @@ def test_a_real_run_reads_back_its_own_metrics():
     for row, streams, result in zip(acc.per_experience, acc.stream, results):
         assert row == [result[E.format(t=0, e=e)] for e in (0, 1)]
         assert streams == [result[S.format(t=0)]]
+
+
+def test_a_benchmark_without_task_labels_reads_back_its_own_metrics():
+    """Avalanche's current generators (class_incremental_benchmark) give no task labels, and
+    name the values without ``/TaskTTT``: the same cells, one stream column."""
+    from avalanche.benchmarks import class_incremental_benchmark
+    from avalanche.benchmarks.utils import as_classification_dataset
+
+    from tests.helpers import tensor_dataset, tmc
+
+    bm = class_incremental_benchmark({"train": as_classification_dataset(tensor_dataset()),
+                                      "test": as_classification_dataset(tensor_dataset(16, seed=1))},
+                                     num_experiences=2, seed=0)
+    strategy = tmc()
+    results = []
+    for exp in bm.train_stream:
+        strategy.train(exp)
+        results.append(strategy.eval(bm.test_stream))
+    assert not any("/Task" in name for name in results[0])  # the names this case is about
+    acc = accuracy_matrix(results)
+    assert acc.experiences == [0, 1] and acc.tasks == [None]
+    for row, streams, result in zip(acc.per_experience, acc.stream, results):
+        assert row == [result[f"Top1_Acc_Exp/eval_phase/test_stream/Exp{e:03d}"] for e in (0, 1)]
+        assert streams == [result["Top1_Acc_Stream/eval_phase/test_stream"]]
+    assert summary_table(results).splitlines()[0] == "| after step | exp 0 | exp 1 | stream |"
