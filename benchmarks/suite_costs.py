@@ -77,9 +77,10 @@ def cost_table(rows: Sequence[Dict[str, str]], shown: int = SHOWN) -> str:
 def read_costs(path: Path) -> List[Dict[str, str]]:
     """The rows of a costs file written by :func:`main`."""
     rows = read_tuning_csv(path)
-    bad = next((r for r in rows if any(c not in r for c in COLUMNS)), None)
-    if bad is not None:
-        raise ReportFileError(f"{path}: a test-costs file needs the columns {list(COLUMNS)}")
+    missing = sorted({c for r in rows for c in COLUMNS if c not in r})
+    if missing:
+        raise ReportFileError(f"{path}: its kind says test-costs, but it lacks the columns {missing} of a file "
+                              "written by python -m benchmarks.suite_costs (a results.csv or another file relabelled?)")
     return rows
 
 

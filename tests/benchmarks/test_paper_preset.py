@@ -15,7 +15,6 @@ from benchmarks import run
 from benchmarks.datasets.synthetic import make_image_folder
 from benchmarks.presets import PRESETS
 from benchmarks.refusals import EXIT_REFUSED, command_line
-from tests.helpers import random_resnet18_weights, small_caltech_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 # small enough for a test: ResNet-18 at 32 px (random weights from a file), one epoch
@@ -23,14 +22,6 @@ SMALL = ["--backbone", "resnet18", "--image-size", "32", "--epochs", "1", "--see
          "--threads", "1"]
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return small_caltech_folder(tmp_path_factory.mktemp("caltech"))
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory):
-    return random_resnet18_weights(tmp_path_factory.mktemp("weights") / "resnet18-random.pth")
 
 
 @pytest.mark.integration

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import random_resnet18_weights, small_caltech_folder
-
 
 @pytest.mark.parametrize("argv, message", [
     (["--seed", "-1"], "--seed: must be at least 0"),
@@ -53,7 +51,7 @@ def _relabelled(source: Path, kind, out: Path) -> Path:
 
 
 @pytest.mark.parametrize("source", sorted(OTHER_FILES))
-@pytest.mark.parametrize("kind", ["results", "tuning", "spread", "variance", None])
+@pytest.mark.parametrize("kind", ["results", "tuning", "spread", "variance", "test-costs", None])
 def test_the_report_given_another_kind_of_csv_names_the_missing_columns(tmp_path, capsys, source, kind):
     """A tuning or spread CSV where a results.csv was expected (or labelled as another kind) raised KeyError."""
     from benchmarks import report
@@ -95,14 +93,6 @@ CALTECH = ["--preset", "c-caltech256-5", "--data-root", "{folder}", *SMALL, "--d
 DIGITS = ["--dataset", "digits", *QUICK]
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return small_caltech_folder(tmp_path_factory.mktemp("caltech"))
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory):
-    return random_resnet18_weights(tmp_path_factory.mktemp("weights") / "resnet18-random.pth")
 
 
 def _runner(argv, capsys):
