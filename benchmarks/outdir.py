@@ -148,6 +148,9 @@ class OutputFolder:
         self._lock_fd: Optional[int] = None
         self._runs: Dict[str, Tuple[Rows, Rows]] = {}
         self._held: Rows = []
+        # --restart: the earlier runs' records go when this invocation finishes its first run,
+        # so a failure before that (undo) leaves the folder exactly as it was
+        self._drop_records = restart
         self._created = _first_missing(out_dir)  # the folder this claim makes (None: it existed)
         self._before = {name: _read_bytes(os.path.join(out_dir, name)) for name in (SETTINGS_FILE, STATUS_FILE)}
         self._progress_before = _progress_files(out_dir)
@@ -244,8 +247,7 @@ class OutputFolder:
         ``results.csv`` holds (``restart``: remove both)."""
         results = os.path.join(self.out_dir, "results.csv")
         if restart:
-            shutil.rmtree(os.path.join(self.out_dir, RUNS_DIR), ignore_errors=True)
-            return
+            return  # nothing earlier is kept; the records are removed at the first finished run
         for name, settings in self.planned.items():
             record = _read_json(self._record_path(name))
             if record is None:
@@ -293,6 +295,9 @@ class OutputFolder:
         rows and tuning trials (kept for a later invocation: :meth:`kept`)."""
         if name not in self.planned:
             raise KeyError(f"{name!r} is not a planned run ({list(self.planned)})")
+        if self._drop_records:
+            shutil.rmtree(os.path.join(self.out_dir, RUNS_DIR), ignore_errors=True)
+            self._drop_records = False
         if rows is not None:
             self._runs[name] = (list(rows), list(trials or []))
             _write_json(self._record_path(name), dict(format=FORMAT, name=name, settings=self.planned[name],

@@ -178,15 +178,20 @@ def test_a_failure_before_any_run_finished_restores_the_settings(tmp_path):
     assert not out.exists()
     out.mkdir()
     (out / outdir.SETTINGS_FILE).write_text('{"held": 1}\n')
+    record = out / outdir.RUNS_DIR / "0123456789abcdef.json"  # a finished run's record of the earlier settings
+    record.parent.mkdir()
+    record.write_text('{"name": "earlier"}\n')
     with pytest.raises(RuntimeError):
         with outdir.claim(str(out), runs, Options(restart=True)):
             raise RuntimeError("a corrupt image")
     assert (out / outdir.SETTINGS_FILE).read_text() == '{"held": 1}\n' and not (out / outdir.STATUS_FILE).exists()
+    assert record.read_text() == '{"name": "earlier"}\n'  # --restart removes records only once a run finished
     with pytest.raises(RuntimeError):
         with outdir.claim(str(out), runs, Options(restart=True)) as folder:
             folder.finished(next(iter(folder.planned)))
             raise RuntimeError("after a run finished")
     assert outdir.SETTINGS_FILE in os.listdir(out) and '"held"' not in (out / outdir.SETTINGS_FILE).read_text()
+    assert not record.exists()
 
 
 @pytest.mark.parametrize("number, advice", [(28, "disk is full"), (27, "file-size limit"), (30, "read-only"),
