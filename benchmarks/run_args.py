@@ -5,6 +5,7 @@ with the argparse types that refuse a bad value) and the one place they are read
 """
 
 import argparse
+import difflib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from avalanche_tmc.cli.argtypes import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_EXPERIENCE_ID, MAX_SEED  # standard library only
@@ -294,7 +295,9 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
     from benchmarks.config import RunConfig
 
     if args.preset is not None and args.preset not in PRESETS:
-        raise Refusal(f"Unknown preset {args.preset!r}; choose from: {', '.join(PRESETS)}")
+        close = difflib.get_close_matches(args.preset, PRESETS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise Refusal(f"Unknown preset {args.preset!r}; {hint}choose from: {', '.join(PRESETS)}")
     runs = [dict(r) for r in PRESETS[args.preset]] if args.preset else [dict(PRESETS["offline"][0])]
     overrides = {k: getattr(args, k) for k in RUN_KEYS if getattr(args, k, None) is not None}
     if isinstance(overrides.get("milestones"), str):

@@ -127,3 +127,14 @@ def test_projection_dim_reaches_the_heads_and_keeps_earlier_folders_settings():
     assert train_config(default, Options(), num_classes=10, seed=0).projection_dim == DEFAULT_PROJECTION_DIM == 2000
     assert progress_key(small, Options(), 0)["projection_dim"] == 64
     assert "projection_dim" not in progress_key(default, Options(), 0)
+
+
+def test_a_misspelled_preset_gets_a_suggestion():
+    from benchmarks import run
+    from benchmarks.refusals import Refusal
+
+    with pytest.raises(Refusal, match="Unknown preset 'offlin'; did you mean 'offline'\\? choose from: offline, "):
+        run.resolve_runs(run.parse_args(["--preset", "offlin"]))
+    with pytest.raises(Refusal) as refused:
+        run.resolve_runs(run.parse_args(["--preset", "zzz"]))
+    assert "did you mean" not in str(refused.value)
