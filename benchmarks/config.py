@@ -137,6 +137,7 @@ class Options:
     deterministic: bool = False
     workers: int = 0  # DataLoader worker processes for image datasets (0: the main process)
     amp: Optional[str] = None  # "bf16" or "fp16": forwards under torch.autocast (AutocastPlugin)
+    amp_init_scale: Optional[float] = None  # fp16: the GradScaler's first scale (None: AutocastPlugin's)
     progress: Optional[bool] = None  # a line per epoch with images/s and an ETA (None: for image runs)
     decoded_cache: bool = False  # image folders: decode and resize each file once (benchmarks.loading.decode_once)
 
@@ -149,7 +150,7 @@ def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: in
                        decay_at=run.decay_at, device=options.device, seed=seed, tangent_epochs=run.tangent_epochs,
                        tuned=dict(run.tuned), bn_batches=bn_batches, linearize_from=run.linearize_from,
                        decay=run.decay, decay_kind=run.decay_kind, tme_beta=run.tme_beta, schedule=run.schedule,
-                       amp=options.amp, projection_dim=run.projection_dim)
+                       amp=options.amp, amp_init_scale=options.amp_init_scale, projection_dim=run.projection_dim)
 
 
 def loader_options(options: Options) -> Dict[str, Any]:
@@ -169,4 +170,6 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
                bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic,
                amp=options.amp)
+    if options.amp_init_scale is not None:  # absent when unset: earlier folders' progress files still match
+        key["amp_init_scale"] = options.amp_init_scale
     return key

@@ -109,6 +109,7 @@ class TrainConfig:
     tme_beta: Optional[float] = None  # the RSL β of TME's own components (None: TME shares TMC's)
     schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": from the epoch after
     amp: Optional[str] = None  # "bf16" / "fp16": forwards under autocast (AutocastPlugin)
+    amp_init_scale: Optional[float] = None  # fp16: the GradScaler's first scale (None: AutocastPlugin's)
 
     def for_family(self, family: str) -> "TrainConfig":
         """This config as a group of ``family`` sees it: the tangent family trains for
@@ -312,7 +313,8 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
     use_fused_kernels(strategy.optimizer)
     milestones = schedule_milestones(cfg)
     if cfg.amp is not None and group.family != "training-free":  # last: fp16 scales the whole loss
-        strategy.plugins.append(AutocastPlugin(AMP_DTYPES[cfg.amp]))
+        scale = {} if cfg.amp_init_scale is None else {"init_scale": cfg.amp_init_scale}
+        strategy.plugins.append(AutocastPlugin(AMP_DTYPES[cfg.amp], **scale))
     if milestones and strategy.optimizer is not None:
         scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, milestones, gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))

@@ -8,7 +8,13 @@ import argparse
 import difflib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from avalanche_tmc.cli.argtypes import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_EXPERIENCE_ID, MAX_SEED  # standard library only
+from avalanche_tmc.cli.argtypes import (  # standard library only
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_EXPERIENCE_ID,
+    MAX_SEED,
+    in_range,
+)
 from avalanche_tmc.cli.parser import Parser  # standard library only
 from avalanche_tmc.loggers import LOGGERS, check_loggers  # standard library only
 from benchmarks.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, SCENARIOS
@@ -240,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
                            f"when the images are decoded per batch; 0 for cached features; at most {MAX_PROCESSES})")
     feed.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                       help="forwards under torch.autocast in this dtype (avalanche_tmc.AutocastPlugin)")
+    feed.add_argument("--amp-init-scale", type=in_range(float, 1.0, 2.0 ** 24, "a loss scale in [1, 2**24]"),
+                      default=None, metavar="SCALE",
+                      help="--amp fp16: the GradScaler's first loss scale (default 2**16); lower it when short "
+                           "experiences skip every step while the scale calibrates down")
     feed.add_argument("--decoded-cache", action="store_true",
                       help="decode and resize each image file once into a uint8 cache (about 233 KiB an image at "
                            "224 px; ~3x fewer CPU ms per image measured), crops and flips still random")
@@ -282,11 +292,14 @@ def resolve(args: argparse.Namespace) -> Tuple[List["RunConfig"], "Options"]:
         raise Refusal(str(error)) from None
     decoded_per_batch = any(str(r.freeze_until).lower() in ("none", "") for r in runs)
     workers = args.workers if args.workers is not None else default_workers() if decoded_per_batch else 0
+    if args.amp_init_scale is not None and args.amp != "fp16":
+        raise Refusal("--amp-init-scale is the float16 loss scale: give it with --amp fp16 (bfloat16 and float32 "
+                      "need no loss scaling)")
     options = Options(data_root=args.data_root, weights=args.weights, data_seed=args.data_seed, device=args.device,
                       out=args.out, verbose=args.verbose, loggers=tuple(loggers), bn_data=args.bn_data,
                       parallel=args.parallel, jobs=jobs, threads=threads_per_job(jobs, threads),
                       restart=args.restart, deterministic=args.deterministic, workers=workers, amp=args.amp,
-                      progress=args.progress, decoded_cache=args.decoded_cache)
+                      amp_init_scale=args.amp_init_scale, progress=args.progress, decoded_cache=args.decoded_cache)
     return runs, options
 
 

@@ -4,6 +4,7 @@ file (moved from ``tests/avalanche_tmc/test_reliability.py``: they test ``benchm
 import re
 
 import pytest
+import torch
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -138,3 +139,31 @@ def test_a_misspelled_preset_gets_a_suggestion():
     with pytest.raises(Refusal) as refused:
         run.resolve_runs(run.parse_args(["--preset", "zzz"]))
     assert "did you mean" not in str(refused.value)
+
+
+def test_amp_init_scale_reaches_the_float16_plugin_and_is_refused_without_it(capsys):
+    """``--amp-init-scale`` (added when the GPU check's 4-step experiences skipped every fp16
+    step from 2**16) is the AutocastPlugin's first loss scale; without ``--amp fp16`` it is
+    refused; unset, it is absent from the settings so that earlier folders still match."""
+    from avalanche_tmc import AutocastPlugin
+    from benchmarks import run
+    from benchmarks.config import progress_key, train_config
+    from benchmarks.methods import build_strategy, method_groups
+    from benchmarks.refusals import Refusal
+    from tests.helpers import TinyResNet
+
+    args = run.parse_args(["--dataset", "digits", "--amp", "fp16", "--amp-init-scale", "256", "--device", "cpu"])
+    (config,), options = run.resolve(args)
+    assert options.amp_init_scale == 256.0 and progress_key(config, options, 0)["amp_init_scale"] == 256.0
+    cfg = train_config(config, options, num_classes=10, seed=0)
+    tangent = next(g for g in method_groups() if g.name == "tangent")
+    (plugin,) = [p for p in build_strategy(tangent, TinyResNet(num_classes=2), cfg, None).plugins
+                 if isinstance(p, AutocastPlugin)]
+    assert plugin.dtype is torch.float16 and plugin.init_scale == 256.0
+    (_, default_options) = run.resolve(run.parse_args(["--dataset", "digits", "--amp", "fp16", "--device", "cpu"]))
+    assert "amp_init_scale" not in progress_key(config, default_options, 0)
+    with pytest.raises(Refusal, match="give it with --amp fp16"):
+        run.resolve(run.parse_args(["--dataset", "digits", "--amp", "bf16", "--amp-init-scale", "256"]))
+    with pytest.raises(SystemExit):
+        run.parse_args(["--amp-init-scale", "0.5"])
+    assert "a loss scale in [1, 2**24]" in capsys.readouterr().err
