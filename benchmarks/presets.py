@@ -187,3 +187,33 @@ PRESETS["d-mit67-4-resnet18"] = [
     dict(AUTHORS, backbone="resnet18", dataset="mit67", scenario="data", tasks=4, beta=5.0, data_options={},
          methods="tmc,tmc-seq,lwf,ewc,joint,joint-tangent")
 ]
+
+
+# The premise map (issue 40): where does the tangent model train about as well as the
+# network (the paper's premise: its tangent paragon within 2.4 points of joint
+# fine-tuning)? Class-IL, the paragons and the heads-only composition, 3 seeds, at the
+# authors' batch 32, over the levers that move the premise offline: input resolution (one
+# preset per resolution: the run's label does not carry it), how much is trained and the
+# data (grey digits/clothes/animals; colour emoji categories). Every unit is tuned on a
+# validation split with a grid that grows where a choice sits on its edge, up to a cap of
+# 40 epochs (the paper trains 50); a choice left on an edge is refused
+# (benchmarks.tuning). Rendered by ``python -m benchmarks.premise``.
+PREMISE_METHODS = "joint,joint-tangent,tmc,tmc-fc"
+PREMISE_TUNE = dict(tangent_lrs=(3e-3, 1e-2, 3e-2), lrs=(1e-2, 3e-2, 1e-1), epochs=(10, 20, 40), epoch_cap=40,
+                    extend=2, decay_at=MAIN_DECAY)
+_PREMISE_DATA = {
+    "grey": dict(dataset="mnist_like_30", tasks=5, data_options={"train_per_class": 60, "test_per_class": 20}),
+    "emoji": dict(dataset="emoji_styles", tasks=4, data_options={"categories": 8, "limit_per_category": 60}),
+}
+PREMISE_POINTS = {  # image size -> (data, trained part) of its runs, the cheapest first
+    32: (("grey", "blocks.6"), ("grey", "blocks.5"), ("emoji", "blocks.5"), ("grey", "blocks.4")),
+    48: (("grey", "blocks.5"),),
+    64: (("grey", "blocks.6"), ("grey", "blocks.5")),
+}
+for _size, _points in PREMISE_POINTS.items():
+    PRESETS[f"premise-map-{_size}"] = [
+        dict(OFFLINE, scenario="class", image_size=_size, freeze_until=regime, batch_size=32, beta=25.0,
+             methods=PREMISE_METHODS, task_il=False, tune=dict(PREMISE_TUNE), seeds=(0, 1, 2), decay_at=MAIN_DECAY,
+             **_PREMISE_DATA[data])
+        for data, regime in _points
+    ]

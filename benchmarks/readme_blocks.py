@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from benchmarks.premise import premise_section
 from benchmarks.results_io import PathLike, ReportFileError, Row, atomic_path, run_label
 from benchmarks.tables import markdown_table
 from benchmarks.verdicts import verdict_table
@@ -31,9 +32,11 @@ def _generated_begin(csv_path: str, command: Optional[str] = None) -> str:
 
 
 def readme_block(rows: Sequence[Row]) -> str:
-    """What README.md shows of a results file: the table and the verdicts."""
+    """What README.md shows of a results file: the table, the premise figures (when it has
+    their rows) and the verdicts."""
     verdicts = verdict_table(rows, run_label)
-    return markdown_table(rows) + ("\n" + verdicts if verdicts else "")
+    premise = premise_section(rows)
+    return markdown_table(rows) + ("\n" + premise if premise else "") + ("\n" + verdicts if verdicts else "")
 
 
 _BEGIN_PREFIX = "<!-- generated from "

@@ -293,7 +293,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     trial_rows = [dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, regime=base_row["regime"],
                        family=t.family, lr=t.lr, epochs=t.epochs, validation_accuracy=t.score,
                        chosen="yes" if chosen.get(t.family) is t else "no",
-                       edge=", ".join(edges(t, grid)) if chosen.get(t.family) is t else "",
+                       edge=", ".join(edges(t, grid, trials)) if chosen.get(t.family) is t else "",
                        rows=" ".join(f"{m}={a:.4f}" for m, a in t.accuracies.items())) for t in trials]
     return results, trial_rows
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_family, method_row, method_unit
+from benchmarks.premise import premise_section
 from benchmarks.results_io import (
     ALL,
     COMPOSED,
@@ -230,9 +231,11 @@ def write_markdown(rows: Sequence[Row], path: PathLike, missing: Sequence[str] =
     path.parent.mkdir(parents=True, exist_ok=True)
     regimes = regime_tables(rows)
     verdicts = verdict_table(rows, run_label)
+    premise = premise_section(rows)
     with atomic_path(path) as tmp:
         tmp.write_text((incomplete_note(missing) + "\n" if missing else "")
-                       + markdown_table(rows) + ("\n" + verdicts if verdicts else "")
+                       + markdown_table(rows) + ("\n" + premise if premise else "")
+                       + ("\n" + verdicts if verdicts else "")
                        + ("\n" + regimes if regimes else "") + "\n" + timing_table(rows), encoding="utf-8")
     return path
 

@@ -19,7 +19,11 @@ and is scored by its representative group (``register_method(tuning="represents"
 A trial's score is the mean, over the group's rows, of the final accuracy on the
 validation stream. Ties go to the earlier trial in grid order (smaller learning rate,
 then fewer epochs). A choice on the edge of the grid (its smallest or largest learning
-rate or epoch count) is flagged (:func:`edges`): the optimum may lie outside. Training-free
+rate or epoch count) is flagged (:func:`edges`): the optimum may lie outside. With
+``extend`` rounds (``TuningGrid(extend=3, epoch_cap=40)``) the grid grows where a choice
+sits on its edge (one more learning rate beyond it, at the grid's own ratio; half or twice
+the epochs, never beyond ``epoch_cap``) until every choice is interior or at the cap, and a
+choice still on an edge after the last round is refused (:class:`TuningEdgeError`). Training-free
 heads have nothing to tune. The final run then trains every method on the whole training
 set with its unit's chosen values.
 """
@@ -33,7 +37,7 @@ from torch.utils.data import Dataset, Subset
 
 from benchmarks.datasets.base import stratified_split
 
-__all__ = ["TuningGrid", "Trial", "validation_split", "labelled_subset", "tune",
+__all__ = ["TuningGrid", "Trial", "TuningEdgeError", "validation_split", "labelled_subset", "tune",
            "choose", "edges"]
 
 
@@ -66,6 +70,8 @@ class TuningGrid:
     epochs: Tuple[int, ...] = (5, 10, 20)
     val_fraction: float = 0.2
     decay_at: Tuple[float, ...] = (0.5, 0.75)
+    epoch_cap: Optional[int] = None  # no trial gets more epochs; a choice at the cap is no edge
+    extend: int = 0  # rounds of growing the grid where a choice sits on its edge (0: the grid as given)
 
     def __post_init__(self):
         if len(self.tangent_lrs) != len(self.lrs):
@@ -79,6 +85,10 @@ class TuningGrid:
             raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}.")
         if any(not 0 < f < 1 for f in self.decay_at):
             raise ValueError(f"decay_at takes fractions of the epochs in (0, 1), got {self.decay_at}.")
+        if self.epoch_cap is not None and max(self.epochs) > self.epoch_cap:
+            raise ValueError(f"epochs {self.epochs} go beyond the epoch cap {self.epoch_cap}.")
+        if self.extend < 0:
+            raise ValueError(f"extend counts rounds of growing the grid, got {self.extend}.")
 
     @classmethod
     def from_dict(cls, values: Dict) -> "TuningGrid":
@@ -144,17 +154,49 @@ def choose(trials: Sequence[Trial]) -> Dict[str, Trial]:
     return best
 
 
-def edges(trial: Trial, grid: TuningGrid) -> List[str]:
-    """Where ``trial``'s values sit on the edge of ``grid``: e.g. ``["largest epochs"]``
-    (empty when both are interior, or the grid has one value of that kind)."""
+class TuningEdgeError(ValueError):
+    """A tuning choice still on the edge of its grid after every round of extension: the
+    optimum may lie outside what was tried, so the choice is refused."""
+
+
+CAP = "at the epoch cap"
+
+
+def edges(trial: Trial, grid: TuningGrid, trials: Optional[Sequence[Trial]] = None) -> List[str]:
+    """Where ``trial``'s values sit on the edge of what its unit tried (``trials``, else
+    ``grid``): e.g. ``["largest epochs"]``; the largest epochs at ``grid.epoch_cap`` is
+    ``"at the epoch cap (N)"``, not an edge (empty when both are interior, or only one value
+    of that kind was tried)."""
+    if trials is None:
+        lrs, epochs = grid.learning_rates(trial.family), grid.epochs
+    else:
+        lrs = sorted({t.lr for t in trials if t.family == trial.family})
+        epochs = sorted({t.epochs for t in trials if t.family == trial.family})
     found = []
-    for kind, value, values in (("learning rate", trial.lr, grid.learning_rates(trial.family)),
-                                ("epochs", trial.epochs, grid.epochs)):
+    for kind, value, values in (("learning rate", trial.lr, lrs), ("epochs", trial.epochs, epochs)):
         if len(values) > 1 and value == min(values):
             found.append(f"smallest {kind}")
         elif len(values) > 1 and value == max(values):
-            found.append(f"largest {kind}")
+            at_cap = kind == "epochs" and value == grid.epoch_cap
+            found.append(f"{CAP} ({value})" if at_cap else f"largest {kind}")
     return found
+
+
+def _grown(trial: Trial, lrs: List[float], epochs: List[int], grid: TuningGrid) -> Tuple[List[float], List[int]]:
+    """The unit's values with one more beyond each edge its chosen ``trial`` sits on."""
+    lrs, epochs = list(lrs), list(epochs)
+    base = grid.learning_rates(trial.family)
+    ratio = (max(base) / min(base)) ** (1 / (len(base) - 1)) if len(base) > 1 else 1.0
+    for edge in edges(trial, grid, [Trial(trial.family, lr, e, {}) for lr in lrs for e in epochs]):
+        if edge == "smallest learning rate":
+            lrs.append(float(f"{trial.lr / ratio:.3g}"))
+        elif edge == "largest learning rate":
+            lrs.append(float(f"{trial.lr * ratio:.3g}"))
+        elif edge == "smallest epochs" and trial.epochs > 1:
+            epochs.append(max(1, trial.epochs // 2))
+        elif edge == "largest epochs":
+            epochs.append(trial.epochs * 2 if grid.epoch_cap is None else min(grid.epoch_cap, trial.epochs * 2))
+    return sorted(set(lrs)), sorted(set(epochs))
 
 
 def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, float, int], Dict[str, float]],
@@ -172,7 +214,27 @@ def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, fl
     unknown = [f for f in families if f not in tunable]
     if unknown:
         raise ValueError(f"Cannot tune {unknown}; tunable: {', '.join(tunable)}.")
-    keys = [(family, lr, epochs) for family in families for lr, epochs in grid.trials(family)]
-    results = run_trials(keys) if run_trials is not None else [run_trial(*key) for key in keys]
-    trials = [Trial(family, lr, epochs, accs) for (family, lr, epochs), accs in zip(keys, results)]
-    return choose(trials), trials
+    values = {f: (list(grid.learning_rates(f)), list(grid.epochs)) for f in families}
+    done: Dict[Tuple[str, float, int], Dict[str, float]] = {}
+    for round_ in range(grid.extend + 1):
+        keys = [(f, lr, e) for f in families for lr in values[f][0] for e in values[f][1] if (f, lr, e) not in done]
+        if not keys:
+            break
+        done.update(zip(keys, run_trials(keys) if run_trials is not None else [run_trial(*k) for k in keys]))
+        # grid order (unit, then learning rate, then epochs): ties go to the smaller values
+        trials = [Trial(f, lr, e, done[(f, lr, e)]) for f, lr, e in
+                  sorted(done, key=lambda k: (list(families).index(k[0]), k[1], k[2]))]
+        chosen = choose(trials)
+        if round_ < grid.extend:
+            values = {f: _grown(chosen[f], *values[f], grid) for f in families}
+    if grid.extend:
+        stuck = {f: [e for e in edges(t, grid, trials) if not e.startswith(CAP)] for f, t in chosen.items()}
+        stuck = {f: e for f, e in stuck.items() if e}
+        if stuck:
+            raise TuningEdgeError(
+                f"Tuning choices still on the edge of the grid after {grid.extend} round(s) of extension: "
+                + "; ".join(f"{f} lr {chosen[f].lr:g}, {chosen[f].epochs} epochs ({', '.join(e)})"
+                            for f, e in stuck.items())
+                + ". The optimum may lie outside what was tried: widen the grid (the preset's tune: tangent_lrs, "
+                "lrs, epochs) or raise its extend; the trials are kept, a rerun resumes them.")
+    return chosen, trials

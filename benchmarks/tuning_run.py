@@ -72,7 +72,8 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
     cfg = replace(cfg, decay_at=grid.decay_at, tuned=tuned)
     print("  chosen: " + "; ".join(
         f"{u} lr {t.lr:g}, {t.epochs} epochs (validation {t.score:.3f}"
-        + (f"; on the edge of the grid: {', '.join(edges(t, grid))}" if edges(t, grid) else "") + ")"
+        + (f"; on the edge of what was tried: {', '.join(edges(t, grid, trials))}"
+           if edges(t, grid, trials) else "") + ")"
         for u, t in chosen.items()), flush=True)
     return cfg, trials, chosen
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchmarks.tuning import Trial, TuningGrid, choose, edges, tune, validation_split
+from benchmarks.tuning import Trial, TuningEdgeError, TuningGrid, choose, edges, tune, validation_split
 
 
 def _identified(n: int, start: int, classes: int, domains: int = 0) -> TensorDataset:
@@ -126,6 +126,43 @@ def test_tune_can_run_all_trials_at_once_in_grid_order():
     assert seen == [("joint", lr, e) for lr in (1e-2, 1e-1) for e in (1, 2)]
     assert (chosen["joint"].lr, chosen["joint"].epochs) == (1e-1, 2)
     assert [t.score for t in trials] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+
+
+def _peaked(best_lr, best_epochs):
+    """A validation score that peaks at (best_lr, best_epochs) and falls off in log lr and epochs."""
+    import math
+
+    def run_trial(unit, lr, epochs):
+        return {"row": 1.0 - abs(math.log10(lr / best_lr)) - abs(math.log2(epochs / best_epochs)) / 10}
+    return run_trial
+
+
+def test_extension_grows_the_grid_beyond_an_edge_until_the_choice_is_interior():
+    """The optimum (lr 0.1, 40 epochs) lies outside the grid (1e-3..1e-2, 5..20 epochs): each
+    round adds one value beyond the edge the choice sits on, at the grid's own ratio (x3.16
+    here) or twice the epochs, until the choice is interior or at the epoch cap."""
+    grid = TuningGrid(tangent_lrs=(1e-3, 3.16e-3, 1e-2), lrs=(1e-2, 3e-2, 1e-1), epochs=(5, 10, 20),
+                      epoch_cap=40, extend=4)
+    chosen, trials = tune(["joint-tangent"], grid, _peaked(0.1, 40))
+    best = chosen["joint-tangent"]
+    assert (best.lr, best.epochs) == (pytest.approx(0.1, rel=0.02), 40)
+    tried_lrs = sorted({t.lr for t in trials})
+    assert tried_lrs[-1] > best.lr  # one beyond the optimum: the choice is interior in lr
+    assert max(t.epochs for t in trials) == 40  # never beyond the cap
+    assert edges(best, grid, trials) == ["at the epoch cap (40)"]
+    keys = [(t.family, t.lr, t.epochs) for t in trials]
+    assert len(keys) == len(set(keys)) and keys == sorted(keys)  # each trial once, in grid order
+
+
+def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_the_cap_is_not():
+    grid = TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2, 1e-1), epochs=(5, 10), epoch_cap=10, extend=1)
+    with pytest.raises(TuningEdgeError, match=r"joint lr 1, 10 epochs \(largest learning rate\).*widen the grid"):
+        tune(["joint"], grid, _peaked(100.0, 10))  # one round reaches lr 1 only: still the largest
+    chosen, _ = tune(["joint"], grid, _peaked(0.03, 10))  # interior lr, epochs at the cap: accepted
+    assert chosen["joint"].epochs == 10
+    no_extension = TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2, 1e-1), epochs=(5, 10))
+    chosen, trials = tune(["joint"], no_extension, _peaked(100.0, 10))  # extend=0: flagged, not refused
+    assert len(trials) == 4 and edges(chosen["joint"], no_extension) == ["largest learning rate", "largest epochs"]
 
 
 @pytest.mark.integration
