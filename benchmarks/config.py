@@ -69,6 +69,9 @@ class RunConfig:
     # class-IL runs: every method also evaluated task-incrementally (the same training under
     # the task mask, benchmarks/task_il.py): the task-IL rows without a second training
     task_il: bool = False
+    # the class order (class/task-IL) and shards (data-IL) drawn per seed, with data seed
+    # ``--data-seed + seed``, so that the seeds' spread includes them (False: one for every seed)
+    order_by_seed: bool = False
 
     def __post_init__(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -167,6 +170,8 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     key = {k: v for k, v in dataclasses.asdict(run).items() if k != "seeds"}
     if key["projection_dim"] == DEFAULT_PROJECTION_DIM:
         del key["projection_dim"]  # so the folders and progress files of earlier versions still match
+    if not key["order_by_seed"]:
+        del key["order_by_seed"]  # likewise
     key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
                bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic,
                amp=options.amp)

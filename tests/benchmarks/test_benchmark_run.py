@@ -249,3 +249,23 @@ def test_a_method_gets_the_same_numbers_whichever_other_rows_are_evaluated(tmp_p
     with_tme = run.main(TINY + ["--scenario", "class", "--methods", "tmc,tme", "--out", str(tmp_path / "both")])
     assert [r["accuracy"] for r in alone if r["method"] == "tmc"] == [
         r["accuracy"] for r in with_tme if r["method"] == "tmc"]
+
+
+@pytest.mark.integration
+def test_order_by_seed_draws_each_seed_s_class_order_and_says_so_beside_the_table(tmp_path):
+    """``--order-by-seed``: seed s trains on the class order of data seed ``--data-seed + s``,
+    exactly the order a one-seed run with that data seed gets; results.md says whether the
+    order varied with the seed."""
+    args = TINY + ["--scenario", "class", "--methods", "tmc", "--threads", "1", "--data-option", "test_per_class=6"]
+    varied = run.main(args + ["--seeds", "0,1", "--order-by-seed", "--data-seed", "3", "--out", str(tmp_path / "v")])
+    assert {(r["seed"], r["data_seed"]) for r in varied} == {(0, 3), (1, 4)}
+    # seed 1 of the varied run is the fixed-order run of seed 1 with data seed 4
+    fixed = run.main(args + ["--seeds", "1,", "--data-seed", "4", "--out", str(tmp_path / "f")])
+    assert {r["data_seed"] for r in fixed} == {4}
+    cell = lambda rows: [(r["after_task"], r["eval_exp"], r["accuracy"]) for r in rows if r["seed"] == 1]  # noqa: E731
+    assert cell(varied) == cell(fixed)
+    assert "Class order, C-digits (2 tasks, from blocks.5): drawn per seed (data seeds 3, 4)" in \
+        (tmp_path / "v" / "results.md").read_text()
+    same = run.main(args + ["--seeds", "0,1", "--out", str(tmp_path / "s")])
+    assert {r["data_seed"] for r in same} == {0}
+    assert "the same for every seed (data seed 0)" in (tmp_path / "s" / "results.md").read_text()
