@@ -17,6 +17,13 @@ trained at least :data:`MIN_EPOCHS` epochs per experience (the results' ``epochs
 column; training-free rows do not count); below that (a smoke run) it shows the numbers and
 says why it gives no verdicts (:func:`withheld_reason`).
 
+A verdict must also survive another machine (:func:`machine_margin`): rows trained by SGD
+moved between machines (docs/results/machines/: means up to the largest shift measured
+there, and one seed of one row by :data:`SINGLE_SEED_MOVE` points on an AVX-512 machine,
+so a mean over n seeds by that / n), while the tangent and training-free rows were the same
+to 0.0. A claim whose Holm interval clears 0 by less than the two rows' margins together is
+"not resolved across machines".
+
 The comparison for "the best shipped method" names its method in advance
 (``ranpac-layer``, the RanPAC-style head on the layer chosen on experience 0) rather than
 picking the best row on the test set. The paper's continual claims ("TMC beats the best
@@ -27,6 +34,7 @@ harder to hold, and the cell names the rival it was judged against.
 
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from benchmarks.intervals import (
@@ -43,11 +51,17 @@ from benchmarks.intervals import (
 )
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge", "verdict_rows",
-           "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim"]
+           "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
+           "SINGLE_SEED_MOVE", "ACROSS_MACHINES", "machine_margin", "measured_mean_shift"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
 NO_VERDICT = "no verdict"  # a table below those (a smoke run): its numbers, no verdicts
+ACROSS_MACHINES = "not resolved across machines"  # resolved after Holm, but a machine's shift could flip it
+# points: the largest change of one seed of one row measured on another machine (issue 40:
+# `make demo` of one commit on an Intel AVX-512 machine; an SGD row, one seed)
+SINGLE_SEED_MOVE = 15.7
+_MACHINE_FILES = ("spread.csv", "kernels.csv")  # docs/results/machines/: means of one run on two machines
 
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int, str]
@@ -172,6 +186,29 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
             + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
 
 
+def measured_mean_shift(folder: Optional[Path] = None) -> float:
+    """Points: the largest change of a row's mean between two machines in the committed
+    comparisons (``docs/results/machines/``; 0 when there are none)."""
+    from benchmarks.machines import read_spread_csv  # (imported late: it imports the report)
+
+    folder = folder or Path(__file__).resolve().parents[1] / "docs" / "results" / "machines"
+    shifts = [abs(float(r["mean_a"]) - float(r["mean_b"]))  # type: ignore[arg-type]
+              for name in _MACHINE_FILES if (folder / name).is_file() for r in read_spread_csv(folder / name)]
+    return 100 * max(shifts, default=0.0)
+
+
+def machine_margin(method: str, seeds: int, mean_shift: float) -> float:
+    """Points by which ``method``'s mean over ``seeds`` seeds may move on another machine:
+    0 for the tangent and training-free rows (the same to 0.0 on every machine compared),
+    else the larger of ``mean_shift`` (:func:`measured_mean_shift`) and
+    :data:`SINGLE_SEED_MOVE` / ``seeds``."""
+    from benchmarks.methods import method_family  # the registry (imported late: no cycle)
+
+    if method_family(method) in ("tangent", "training-free"):
+        return 0.0
+    return max(mean_shift, SINGLE_SEED_MOVE / max(seeds, 1))
+
+
 def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
     """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm,
     the family's size m, and :func:`withheld_reason`."""
@@ -193,12 +230,17 @@ def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[st
                 verdict=NO_VERDICT if reason else result if d.n < MIN_SEEDS else None)
     family = [key for key, c in cells.items() if c["verdict"] is None and c["repeats"] is None]
     steps = holm([p_value(cells[key]["paired"]) for key in family])  # type: ignore[arg-type]
+    shift = measured_mean_shift() if family else 0.0
     for key, step in zip(family, steps):
         cell, d = cells[key], cells[key]["paired"]
         low, high = interval(d, step.level)  # type: ignore[arg-type]
+        claim = next(c for c in CLAIMS if c.text == key[0])
+        margin = sum(machine_margin(m, d.n, shift) for m in (claim.better, cell["rival"]))  # type: ignore[union-attr]
+        verdict = (HOLDS if d.mean > 0 else FAILS) if step.rejected else NOT_RESOLVED  # type: ignore[union-attr]
+        if verdict != NOT_RESOLVED and min(abs(100 * low), abs(100 * high)) <= margin:
+            verdict = ACROSS_MACHINES
         cell.update(p=step.p, adjusted_p=step.adjusted, level=step.level, adjusted_low=100 * low,
-                    adjusted_high=100 * high,
-                    verdict=(HOLDS if d.mean > 0 else FAILS) if step.rejected else NOT_RESOLVED)  # type: ignore[union-attr]
+                    adjusted_high=100 * high, machine_margin=margin, verdict=verdict)
     for cell in cells.values():  # a repeated comparison takes the verdict of the claim it repeats
         if cell["repeats"] is not None and cell["verdict"] is None:
             cell["verdict"] = cells[(cell["repeats"], cell["run"])]["verdict"]  # type: ignore[index]
@@ -241,6 +283,8 @@ def _cell(cell: Optional[Dict[str, object]], against: Optional[str] = None) -> s
     adjusted = (f"; Holm {_level(cell['level'])} [{cell['adjusted_low']:+.1f}, {cell['adjusted_high']:+.1f}], "  # type: ignore[arg-type]
                 f"adj. p {cell['adjusted_p']:.2g}")
     shown = cell["verdict"]
+    if shown == ACROSS_MACHINES:
+        return f"{numbers}{adjusted}: **{shown}** (its rows may move ±{cell['machine_margin']:.1f} together)"
     if shown == NOT_RESOLVED:
         shown = "not resolved after Holm" if cell["raw_verdict"] != NOT_RESOLVED else f"not resolved at {n} seeds"
     return f"{numbers}{adjusted}: **{shown}**"
@@ -288,6 +332,10 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
             "first claim not rejected, that claim's level; tied p-values share the rank of the first of them) and "
             "the Holm-adjusted p-value. **holds** / **fails** when the Holm interval excludes 0 (adjusted p ≤ α); "
             "\"not resolved after Holm\" when only the 95% interval excludes 0. A \"best of\" claim whose strongest "
-            "rival has its own claim refers to it and is counted once. Verdicts need at least "
+            "rival has its own claim refers to it and is counted once. \"Not resolved across machines\" when the "
+            "Holm interval clears 0 by no more than the two rows could move on another machine (0 for tangent and "
+            f"training-free rows, measured the same to 0.0; else the larger of the largest mean shift measured in "
+            f"docs/results/machines/ and {SINGLE_SEED_MOVE:g} points, one seed's measured move, over the seed count)."
+            " Verdicts need at least "
             f"{MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience of every trained row.")
     return "\n".join(header + lines + ["", note]) + "\n"

@@ -260,3 +260,27 @@ def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
     page = write_markdown(rows, tmp_path / "results.md").read_text()
     assert "| Claim |" in page and "No verdicts: 2 seeds, 1 epoch per experience" in page
     assert "holds" not in page and "fails" not in page
+
+
+def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machines(tmp_path):
+    """SGD rows moved between machines (a mean by the largest shift measured, one seed by
+    15.7 points); tangent and training-free rows did not. TMC > Soup clears 0 after Holm by
+    less than Soup's margin at 5 seeds: not resolved across machines; TMC > TMC-Seq (both
+    tangent, margin 0) by as little still holds."""
+    from benchmarks.machines import write_spread_csv
+    from benchmarks.verdicts import ACROSS_MACHINES, SINGLE_SEED_MOVE, machine_margin, measured_mean_shift
+
+    write_spread_csv([dict(dataset="d", scenario="class", tasks=2, regime="r", method="joint", seeds="0 1 2",
+                           machine_a="a", mean_a=0.80, machine_b="b", mean_b=0.75, max_seed_difference=0.1)],
+                     tmp_path / "spread.csv")
+    assert measured_mean_shift(tmp_path) == pytest.approx(5.0) and measured_mean_shift(tmp_path / "none") == 0.0
+    assert machine_margin("soup", 5, 1.0) == pytest.approx(SINGLE_SEED_MOVE / 5)
+    assert machine_margin("soup", 5, 5.0) == 5.0 and machine_margin("tmc", 5, 5.0) == 0.0
+    assert machine_margin("ranpac-layer", 1, 5.0) == 0.0
+    finals = {"tmc": [0.50, 0.51, 0.52, 0.50, 0.51], "soup": [0.47, 0.48, 0.49, 0.47, 0.48],
+              "tmc-seq": [0.47, 0.48, 0.49, 0.47, 0.48]}
+    judged = {r["claim"]: r for r in verdict_rows(_rows(finals))}
+    soup, seq = judged["TMC > Soup"], judged["TMC > TMC-Seq (class-IL)"]
+    assert 0 < soup["adjusted_low"] < soup["machine_margin"] and soup["verdict"] == ACROSS_MACHINES
+    assert seq["machine_margin"] == 0.0 and seq["adjusted_low"] == soup["adjusted_low"] and seq["verdict"] == HOLDS
+    assert "**not resolved across machines** (its rows may move ±" in verdict_table(_rows(finals))
