@@ -16,9 +16,10 @@ A run *meets the premise* (:func:`premise_status`) when the gap's interval lies 
 do, it is "not resolved"; otherwise "not met". Fewer than 2 seeds give no interval and
 never "met".
 
-``python -m benchmarks.premise FOLDER [FOLDER ...] --out docs/premise-map.md`` renders the
-map of several results folders (one regime study each): the figures, the status and the
-training seconds per seed of every run.
+``python -m benchmarks.premise FOLDER [FOLDER ...] --csv MAP.csv`` renders the map of
+several results folders (one regime study each): the figures, the status and the training
+seconds per seed of every run, kept as a CSV that ``python -m benchmarks.report`` renders
+into a page's generated block.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from benchmarks.intervals import PairedDifference, mean_std, paired_difference
 from benchmarks.verdicts import RunKey, final_by_seed
 
 __all__ = ["FIGURES", "MAX_GAP", "MIN_GAIN", "MET", "NOT_MET", "UNRESOLVED", "premise_figures", "premise_status",
-           "premise_table", "map_table", "main"]
+           "premise_table", "premise_section", "MAP_COLUMNS", "map_rows", "map_table", "write_map_csv", "read_map_csv",
+           "main"]
 
 MAX_GAP = 3.0  # points: the tangent paragon within this of joint fine-tuning (the paper: 2.4 at worst)
 MIN_GAIN = 5.0  # points: fine-tuning beyond the head must pay at least this much
@@ -144,38 +146,106 @@ def premise_section(rows: Sequence[Mapping[str, object]]) -> str:
             "not resolved when only the means do.\n")
 
 
-def map_table(folders: Sequence[Path]) -> str:
-    """The premise map: :func:`premise_table` of each folder's results.csv, the folder's
-    name (e.g. ``32px``) in front, and the training seconds per seed of each run."""
-    from benchmarks.results_io import read_csv, run_label
+MAP_COLUMNS: Tuple[str, ...] = (
+    "input", "dataset", "scenario", "tasks", "regime", "seeds", "joint", "joint_tangent", "tmc", "tmc_fc",
+    "gap", "gap_low", "gap_high", "loss", "loss_low", "loss_high", "gain", "gain_low", "gain_high", "premise",
+    "seconds_per_seed",
+)
+_FIGURE_COLUMNS = {"tangent gap": "gap", "composition loss": "loss", "fine-tuning gain": "gain"}
 
-    lines: List[str] = []
+
+def map_rows(folders: Sequence[Path]) -> List[Dict[str, object]]:
+    """One row per run of each folder's results.csv that has a premise figure: the folder's
+    name as ``input`` (e.g. ``32px``), the four rows' mean accuracies (%), each figure with
+    its 95% interval (points), the status and the training seconds per seed."""
+    from benchmarks.results_io import read_csv
+
+    out: List[Dict[str, object]] = []
     for folder in folders:
         rows = read_csv(folder / "results.csv")
+        finals = final_by_seed(rows)
         seconds = _seconds(rows)
-        table = premise_table(rows, label=lambda run, s=seconds: f"{run_label(run)}, {s.get(run, 0):.0f} s/seed")
-        body = table.splitlines()
-        if not lines:
-            lines += ["| input " + body[0], "|---" + body[1]]
-        lines += [f"| {folder.name} " + line for line in body[2:]]
-    return "\n".join(lines) + "\n" if lines else ""
+        for run, found in premise_figures(rows).items():
+            row: Dict[str, object] = dict(input=folder.name, dataset=run[0], scenario=run[1], tasks=run[2],
+                                          regime=run[3], premise=premise_status(found),
+                                          seconds_per_seed=round(seconds.get(run, 0.0), 1))
+            seeds = set()
+            for method in _ROWS:
+                values = finals.get((run, method), {})
+                seeds |= set(values)
+                row[method.replace("-", "_")] = round(100 * sum(values.values()) / len(values), 2) if values else ""
+            row["seeds"] = len(seeds)
+            for name, column in _FIGURE_COLUMNS.items():
+                d = found.get(name)
+                row[column] = round(100 * d.mean, 2) if d else ""
+                ok = d is not None and d.n >= 2 and not math.isnan(d.half_width)
+                row[f"{column}_low"] = round(100 * d.low, 2) if ok else ""  # type: ignore[union-attr]
+                row[f"{column}_high"] = round(100 * d.high, 2) if ok else ""  # type: ignore[union-attr]
+            out.append(row)
+    return out
+
+
+def map_table(rows: Sequence[Mapping[str, object]]) -> str:
+    """The premise map (:func:`map_rows`, or a map CSV read back) as a Markdown table."""
+    from benchmarks.results_io import SCENARIO_PREFIX
+
+    def figure(r: Mapping[str, object], column: str) -> str:
+        if r.get(column) in ("", None):
+            return "–"
+        low, high = r.get(f"{column}_low"), r.get(f"{column}_high")
+        bounds = f" [{float(low):+.1f}, {float(high):+.1f}]" if low not in ("", None) else ""  # type: ignore[arg-type]
+        return f"{float(r[column]):+.1f}{bounds}"  # type: ignore[arg-type]
+
+    def accuracy(value: object) -> str:
+        return "–" if value in ("", None) else f"{float(value):.1f}"  # type: ignore[arg-type]
+
+    lines = ["| input | run | seeds | Joint | Joint-Tangent | TMC | TMC-FC | tangent gap | composition loss | "
+             "fine-tuning gain | premise | train s/seed |", "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---:|"]
+    for r in rows:
+        prefix = SCENARIO_PREFIX.get(str(r["scenario"]), str(r["scenario"])[:1].upper())
+        lines.append(f"| {r['input']} | {prefix}-{r['dataset']} ({r['tasks']} tasks, {r['regime']}) | {r['seeds']} | "
+                     + " | ".join(accuracy(r[c]) for c in ("joint", "joint_tangent", "tmc", "tmc_fc")) + " | "
+                     + " | ".join(figure(r, c) for c in ("gap", "loss", "gain"))
+                     + f" | {r['premise']} | {float(r['seconds_per_seed']):.0f} |")  # type: ignore[arg-type]
+    return "\n".join(lines) + "\n"
+
+
+def write_map_csv(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
+    """Write the map's rows (kind ``premise-map``), atomically."""
+    from benchmarks.results_io import write_rows_csv
+
+    return write_rows_csv(rows, path, MAP_COLUMNS, "premise-map")
+
+
+def read_map_csv(path: Path) -> List[Dict[str, str]]:
+    """The rows of a map CSV written by :func:`write_map_csv`."""
+    from benchmarks.results_io import ReportFileError, read_tuning_csv
+
+    rows = read_tuning_csv(path)
+    missing = sorted({c for r in rows for c in MAP_COLUMNS if c not in r})
+    if missing:
+        raise ReportFileError(f"{path}: its kind says premise-map, but it lacks the columns {missing} of a file "
+                              "written by python -m benchmarks.premise --csv")
+    return rows
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
-    """Render the premise map of results folders to stdout or ``--out``."""
+    """Render the premise map of results folders; with ``--csv`` also keep it as a CSV
+    (kind ``premise-map``) from which ``python -m benchmarks.report MAP.csv --readme PAGE``
+    renders the page's generated block."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.premise", description=__doc__.split("\n\n")[0])
     p.add_argument("folders", nargs="+", type=Path, help="results folders (each with a results.csv)")
-    p.add_argument("--out", type=Path, default=None, help="write the table here (default: print it)")
+    p.add_argument("--csv", type=Path, default=None, help="also write the map's rows here (kind premise-map)")
     args = p.parse_args(argv)
     missing = [str(f) for f in args.folders if not (f / "results.csv").is_file()]
     if missing:
         p.error(f"no results.csv in {', '.join(missing)}: run the study first (python -m benchmarks.run --preset "
                 "premise-map-32 ...)")
-    text = map_table(args.folders)
-    if args.out is None:
-        print(text, end="")
-    else:
-        args.out.write_text(text, encoding="utf-8")
+    rows = map_rows(args.folders)
+    if args.csv is not None:
+        write_map_csv(rows, args.csv)
+    text = map_table(rows)
+    print(text, end="")
     return text
 
 

@@ -121,6 +121,10 @@ def generated_block(path: PathLike) -> str:
         from benchmarks.suite_costs import cost_table, read_costs
 
         return cost_table(read_costs(Path(path)))
+    if kind == "premise-map":
+        from benchmarks.premise import map_table, read_map_csv
+
+        return map_table(read_map_csv(Path(path)))
     if kind == "tuning":
         return tuning_table(read_tuning_csv(path))
     if kind == "variance":

@@ -47,7 +47,7 @@ TUNING_COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",
 )
 VARIANCE_COLUMNS: Tuple[str, ...] = ("protocol", "seed", "method", "accuracy")  # experiments/variance.py
-KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs")
+KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -211,6 +211,10 @@ def kind_columns(kind: str) -> Tuple[str, ...]:
         from benchmarks.suite_costs import COLUMNS as COST_COLUMNS
 
         return COST_COLUMNS
+    if kind == "premise-map":
+        from benchmarks.premise import MAP_COLUMNS
+
+        return MAP_COLUMNS
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS}[kind]
 
 

@@ -6,7 +6,17 @@ import math
 import pytest
 
 from benchmarks.intervals import PairedDifference
-from benchmarks.premise import MET, NOT_MET, UNRESOLVED, map_table, premise_figures, premise_status, premise_table
+from benchmarks.premise import (
+    MET,
+    NOT_MET,
+    UNRESOLVED,
+    map_rows,
+    map_table,
+    premise_figures,
+    premise_status,
+    premise_table,
+    write_map_csv,
+)
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom (tables)
 
@@ -66,10 +76,16 @@ def test_the_table_and_the_map_show_the_means_the_intervals_and_the_status(tmp_p
     assert "| C-d (5 tasks, from blocks.5) | 82.0 ± 2.0 | 80.0 ± 1.0 | 48.0 ± 2.0 | 71.0 ± 1.7 |" in table
     half = 100 * T_975_2 * math.sqrt(0.0003) / math.sqrt(3)  # the gap's differences 1, 4, 1 points: std sqrt(3)
     assert f"+2.0 [{2.0 - half:+.1f}, {2.0 + half:+.1f}]" in table and table.rstrip().endswith("not resolved |")
+    from benchmarks.report import generated_block
     from benchmarks.results_io import write_csv
 
     for name in ("32px", "64px"):
         write_csv(_rows(FINALS, seconds=12.0), tmp_path / name / "results.csv")
-    rendered = map_table([tmp_path / "32px", tmp_path / "64px"])
-    assert rendered.count("| 32px | C-d (5 tasks, from blocks.5), 48 s/seed |") == 1  # 4 methods x 12 s
-    assert rendered.splitlines()[0].startswith("| input | Run | Joint |") and "| 64px |" in rendered
+    rows = map_rows([tmp_path / "32px", tmp_path / "64px"])
+    assert [r["input"] for r in rows] == ["32px", "64px"] and rows[0]["seconds_per_seed"] == 48.0  # 4 rows x 12 s
+    assert rows[0]["gap"] == 2.0 and rows[0]["gap_high"] == pytest.approx(2.0 + half, abs=0.01)
+    assert rows[0]["joint"] == 82.0 and rows[0]["premise"] == "not resolved" and rows[0]["seeds"] == 3
+    path = write_map_csv(rows, tmp_path / "map.csv")
+    rendered = generated_block(path)  # the README's block, from the file's own kind
+    assert rendered == map_table(rows) and rendered.count("| C-d (5 tasks, from blocks.5) | 3 | 82.0 |") == 2
+    assert f"| +2.0 [{2.0 - half:+.1f}, {2.0 + half:+.1f}] |" in rendered and "| not resolved | 48 |" in rendered
