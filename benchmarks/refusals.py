@@ -33,7 +33,9 @@ def _refused_kinds() -> tuple:
     from avalanche_tmc.factories import DatasetNotFoundError, WeightsNotFoundError  # the runner raises these too
     from benchmarks.install import MissingPackageError
 
-    kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError]
+    from benchmarks.tuning import TuningEdgeError  # a tuning choice left on its grid's edge: widen the grid
+
+    kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError, TuningEdgeError]
     try:
         from benchmarks.datasets.base import CorruptImageError, TooFewImagesError
     except ImportError:  # (older loaders)

@@ -260,12 +260,12 @@ def test_order_by_seed_draws_each_seed_s_class_order_and_says_so_beside_the_tabl
     varied = run.main(args + ["--seeds", "0,1", "--order-by-seed", "--data-seed", "3", "--out", str(tmp_path / "v")])
     assert {(r["seed"], r["data_seed"]) for r in varied} == {(0, 3), (1, 4)}
     # seed 1 of the varied run is the fixed-order run of seed 1 with data seed 4
-    fixed = run.main(args + ["--seeds", "1,", "--data-seed", "4", "--out", str(tmp_path / "f")])
+    fixed = run.main(args + ["--seeds", "1,", "--data-seed", "4", "--no-order-by-seed", "--out", str(tmp_path / "f")])
     assert {r["data_seed"] for r in fixed} == {4}
     cell = lambda rows: [(r["after_task"], r["eval_exp"], r["accuracy"]) for r in rows if r["seed"] == 1]  # noqa: E731
     assert cell(varied) == cell(fixed)
     assert "Class order, C-digits (2 tasks, from blocks.5): drawn per seed (data seeds 3, 4)" in \
         (tmp_path / "v" / "results.md").read_text()
-    same = run.main(args + ["--seeds", "0,1", "--out", str(tmp_path / "s")])
+    same = run.main(args + ["--seeds", "0,1", "--no-order-by-seed", "--out", str(tmp_path / "s")])
     assert {r["data_seed"] for r in same} == {0}
     assert "the same for every seed (data seed 0)" in (tmp_path / "s" / "results.md").read_text()

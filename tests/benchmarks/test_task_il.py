@@ -29,7 +29,7 @@ def _finals(rows, scenario):
 @pytest.mark.integration
 def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
     """Every row of the main job (and the cheap ones of offline-full): the task-IL rows of
-    a class-IL run equal those of a task-IL run; LwF and joint training, whose training
+    a class-IL run equal those of a task-IL run; LwF and the joint paragons, whose training
     reads task labels (Avalanche's LwF distils per task, JointTraining's loader balances
     tasks), are trained on the task-labelled split, the others reuse the class-IL training."""
     methods = ",".join(MAIN + ["tmc-fc", "ncm", "slda"])
@@ -40,7 +40,7 @@ def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
     mismatched = sorted({m for (m, s), a in fresh.items() if abs(again[(m, s)] - a) > 1e-12})
     assert mismatched == []
     retrained = {r["method"] for r in reused if r["scenario"] == "task" and not r.get("trained_in")}
-    assert retrained == {"lwf", "joint"}
+    assert retrained == {"lwf", "joint", "joint-tangent"}
     # the class-IL rows are there too, and the task mask changes them (it helps every row here)
     classes = _finals(reused, "class")
     assert set(classes) == set(again)

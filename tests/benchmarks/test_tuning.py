@@ -160,6 +160,11 @@ def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_th
         tune(["joint"], grid, _peaked(100.0, 10))  # one round reaches lr 1 only: still the largest
     chosen, _ = tune(["joint"], grid, _peaked(0.03, 10))  # interior lr, epochs at the cap: accepted
     assert chosen["joint"].epochs == 10
+    from benchmarks.refusals import refusal_message
+
+    with pytest.raises(TuningEdgeError) as refused:
+        tune(["joint"], grid, _peaked(100.0, 10))
+    assert refusal_message(refused.value).startswith("Tuning choices still on the edge")  # the runner's one line
     no_extension = TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2, 1e-1), epochs=(5, 10))
     chosen, trials = tune(["joint"], no_extension, _peaked(100.0, 10))  # extend=0: flagged, not refused
     assert len(trials) == 4 and edges(chosen["joint"], no_extension) == ["largest learning rate", "largest epochs"]
