@@ -219,14 +219,9 @@ def write_map_csv(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
 
 def read_map_csv(path: Path) -> List[Dict[str, str]]:
     """The rows of a map CSV written by :func:`write_map_csv`."""
-    from benchmarks.results_io import ReportFileError, read_tuning_csv
+    from benchmarks.results_io import read_written_csv
 
-    rows = read_tuning_csv(path)
-    missing = sorted({c for r in rows for c in MAP_COLUMNS if c not in r})
-    if missing:
-        raise ReportFileError(f"{path}: its kind says premise-map, but it lacks the columns {missing} of a file "
-                              "written by python -m benchmarks.premise --csv")
-    return rows
+    return read_written_csv(path, "premise-map", MAP_COLUMNS, "python -m benchmarks.premise --csv")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

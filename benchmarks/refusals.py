@@ -32,7 +32,6 @@ def _refused_kinds() -> tuple:
     """The loaders' errors for inputs that are missing here (not bugs)."""
     from avalanche_tmc.factories import DatasetNotFoundError, WeightsNotFoundError  # the runner raises these too
     from benchmarks.install import MissingPackageError
-
     from benchmarks.tuning import TuningEdgeError  # a tuning choice left on its grid's edge: widen the grid
 
     kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError, TuningEdgeError]

@@ -24,7 +24,8 @@ from benchmarks.methods import joint_methods, method_names, method_row
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
-    "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "KINDS", "VARIANCE_COLUMNS", "write_rows_csv",
+    "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
+    "write_rows_csv",
     "csv_kind", "kind_columns", "check_columns",
 ]
 
@@ -357,6 +358,17 @@ def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
                                       "edited row.") from None
             _check_unique(path, seen, tuple(row.get(c, "") for c in key), line, ", ".join(key))
         rows.append(row)
+    return rows
+
+
+def read_written_csv(path: PathLike, kind: str, columns: Sequence[str], written_by: str) -> List[Dict[str, str]]:
+    """The rows (as strings) of a ``kind`` file that ``written_by`` writes: :func:`read_tuning_csv`'s
+    checks, and :class:`ReportFileError` when a row lacks one of ``columns``."""
+    rows = read_tuning_csv(path)
+    missing = sorted({c for r in rows for c in columns if c not in r})
+    if missing:
+        raise ReportFileError(f"{path}: its kind says {kind}, but it lacks the columns {missing} of a file "
+                              f"written by {written_by} (a results.csv or another file relabelled?)")
     return rows
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.results_io import ReportFileError, read_tuning_csv, write_rows_csv
+from benchmarks.results_io import ReportFileError, read_written_csv, write_rows_csv
 
 __all__ = ["COLUMNS", "WALL", "module_costs", "cost_rows", "cost_table", "main"]
 
@@ -76,12 +76,7 @@ def cost_table(rows: Sequence[Dict[str, str]], shown: int = SHOWN) -> str:
 
 def read_costs(path: Path) -> List[Dict[str, str]]:
     """The rows of a costs file written by :func:`main`."""
-    rows = read_tuning_csv(path)
-    missing = sorted({c for r in rows for c in COLUMNS if c not in r})
-    if missing:
-        raise ReportFileError(f"{path}: its kind says test-costs, but it lacks the columns {missing} of a file "
-                              "written by python -m benchmarks.suite_costs (a results.csv or another file relabelled?)")
-    return rows
+    return read_written_csv(path, "test-costs", COLUMNS, "python -m benchmarks.suite_costs")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Path:
