@@ -213,7 +213,8 @@ _PREMISE_DATA = {
     "emoji": dict(dataset="emoji_styles", tasks=4, data_options={"categories": 8, "limit_per_category": 60}),
 }
 PREMISE_POINTS = {  # image size -> (data, trained part) of its runs, the cheapest first
-    32: (("grey", "blocks.6"), ("grey", "blocks.5"), ("emoji", "blocks.5"), ("grey", "blocks.4")),
+    32: (("grey", "blocks.6"), ("grey", "blocks.5"), ("emoji", "blocks.5"), ("grey", "blocks.4"),
+         ("grey", "classifier")),  # the head alone: the tangent model of a linear head is exact
     48: (("grey", "blocks.5"),),
     64: (("grey", "blocks.6"), ("grey", "blocks.5")),
 }

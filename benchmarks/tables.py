@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from benchmarks.intervals import mean_std
 from benchmarks.methods import joint_methods, method_family, method_row, method_unit
-from benchmarks.premise import premise_section
+from benchmarks.premise import premise_figures, premise_section
 from benchmarks.results_io import (
     ALL,
     COMPOSED,
@@ -102,7 +102,8 @@ def markdown_table(rows: Sequence[Row]) -> str:
         "**Bold**: best single-model (O(1)) method per column (by the mean), joint paragons excluded; *italic*: best "
         "O(T) method" + (" (the verdicts below say which differences the seeds resolve)." if seeds > 1 else "."),
     ]
-    for run in runs:
+    in_premise = premise_figures(rows)  # their paragons are in the premise table: not repeated here
+    for run in (r for r in runs if r not in in_premise):
         paragons = [(m, spread.get((run, m, COMPOSED, run[2], ALL))) for m in methods if m in joint_methods()]
         parts = [f"{method_info(m)[0]} {_percent(cell, seeds)}" for m, cell in paragons if cell is not None]
         if parts:
@@ -147,6 +148,10 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
     """One line per run: the learning rate and epochs each tuning unit (a family, or a
     method tuned for itself) trained with."""
     lines = []
+    orders = {run: _order_line(rows, run) for run in runs}
+    if len(runs) > 1 and len(set(orders.values())) == 1 and next(iter(orders.values())):
+        lines.append(f"- Class order (class-IL) and shards (data-IL), every run: {next(iter(orders.values()))}")
+        orders = {run: "" for run in runs}
     for run in runs:
         used: Dict[str, Tuple[object, object]] = {}
         tuned = "no"
@@ -159,7 +164,7 @@ def _settings_lines(rows: Sequence[Row], runs: Sequence[RunKey]) -> List[str]:
             setting = next(r["setting"] for r in rows
                            if run_key(r) == run and r["method"] == method and r.get("setting"))
             lines.append(f"- {method_info(method)[0]}, {run_label(run)}: {setting}")
-        order = _order_line(rows, run)
+        order = orders[run]
         if order:
             lines.append(f"- {'Shards' if run[1] == 'data' else 'Class order'}, {run_label(run)}: {order}")
         if used:

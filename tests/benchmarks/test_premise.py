@@ -89,3 +89,18 @@ def test_the_table_and_the_map_show_the_means_the_intervals_and_the_status(tmp_p
     rendered = generated_block(path)  # the README's block, from the file's own kind
     assert rendered == map_table(rows) and rendered.count("| C-d (5 tasks, from blocks.5) | 3 | 82.0 |") == 2
     assert f"| +2.0 [{2.0 - half:+.1f}, {2.0 + half:+.1f}] |" in rendered and "| not resolved | 48 |" in rendered
+
+
+def test_the_committed_map_is_what_its_folders_give():
+    """docs/results/premise-map/map.csv, which the README and docs/premise-map.md render, is
+    recomputed from the committed results folders it names: no figure of it by hand."""
+    from pathlib import Path
+
+    from benchmarks.premise import read_map_csv
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "results" / "premise-map"
+    committed = read_map_csv(root / "map.csv")
+    folders = list(dict.fromkeys(r["input"] for r in committed))
+    again = map_rows([root / name for name in folders])
+    assert [{k: str(v) for k, v in r.items()} for r in again] == [
+        {k: v for k, v in r.items() if k != "kind"} for r in committed]
