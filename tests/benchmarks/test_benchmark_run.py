@@ -264,7 +264,8 @@ def test_order_by_seed_draws_each_seed_s_class_order_and_says_so_beside_the_tabl
     assert {r["data_seed"] for r in fixed} == {4}
     cell = lambda rows: [(r["after_task"], r["eval_exp"], r["accuracy"]) for r in rows if r["seed"] == 1]  # noqa: E731
     assert cell(varied) == cell(fixed)
-    assert "Class order, C-digits (2 tasks, from blocks.5): drawn per seed (data seeds 3, 4)" in \
+    # the class-IL run and its task-IL evaluation share the order: one line for both
+    assert "- Class order (class-IL) and shards (data-IL), every run: drawn per seed (data seeds 3, 4)" in \
         (tmp_path / "v" / "results.md").read_text()
     same = run.main(args + ["--seeds", "0,1", "--no-order-by-seed", "--out", str(tmp_path / "s")])
     assert {r["data_seed"] for r in same} == {0}

@@ -23,7 +23,7 @@ T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
 
 def _rows(finals, scenario="class", regime="from blocks.5", seconds=10.0):
     """Result rows of the final accuracy on the whole test stream, per method and seed."""
-    return [dict(dataset="d", scenario=scenario, tasks=5, method=method, model="composed", after_task=5,
+    return [dict(dataset="d", scenario=scenario, tasks=5, backbone="b", method=method, model="composed", after_task=5,
                  eval_exp="all", accuracy=acc, seed=seed, regime=regime, train_seconds=seconds, eval_seconds=1.0)
             for method, by_seed in finals.items() for seed, acc in enumerate(by_seed)]
 
@@ -104,3 +104,17 @@ def test_the_committed_map_is_what_its_folders_give():
     again = map_rows([root / name for name in folders])
     assert [{k: str(v) for k, v in r.items()} for r in again] == [
         {k: v for k, v in r.items() if k != "kind"} for r in committed]
+
+
+def test_the_order_line_says_per_run_whether_the_order_varied_with_the_seed():
+    from benchmarks.tables import markdown_table
+
+    varied = [dict(r, data_seed=r["seed"]) for r in _rows(FINALS)]
+    fixed = [dict(r, data_seed=7, scenario="data") for r in _rows(FINALS)]
+    md = markdown_table(varied + fixed)
+    assert "- Class order, C-d (5 tasks, from blocks.5): drawn per seed (data seeds 0, 1, 2)" in md
+    assert "- Shards, D-d (5 tasks, from blocks.5): the same for every seed (data seed 7)" in md
+    both = markdown_table(varied + [dict(r, scenario="data") for r in varied])
+    assert "- Class order (class-IL) and shards (data-IL), every run: drawn per seed (data seeds 0, 1, 2)" in both
+    assert "Class order, C-d" not in both
+    assert "Class order" not in markdown_table(_rows(FINALS))  # a file that does not record data seeds: no line
