@@ -6,7 +6,8 @@ Command-line flags override every run of a preset.
 
 from typing import Dict, List
 
-__all__ = ["PRESETS", "PAPER", "AUTHORS", "OFFLINE", "REGIMES", "MAIN_REGIME", "MAIN_BATCH", "MAIN_TUNED",
+__all__ = ["PRESETS", "PAPER", "AUTHORS", "OFFLINE", "REGIMES", "MAIN_IMAGE_SIZE", "MAIN_REGIME", "MAIN_BATCH",
+           "MAIN_TUNED", "MAIN_TUNE", "OUTSIDE_IMAGE_SIZE", "OUTSIDE_REGIME", "OUTSIDE_BATCH", "OUTSIDE_TUNED",
            "DEEP_REGIME", "DEEP_BATCH", "DEEP_TUNED", "MAIN_SEEDS"]
 
 # The paper's training recipe (appendix A): 50 epochs, batch 32, lr x0.1 at epochs 25 and 40,
@@ -43,26 +44,45 @@ OFFLINE = dict(
     batch_size=32, lr_tangent=1e-2, lr=0.01,
 )
 
-# The main job: the regime closest to the paper's (which trains the whole network) that
-# fits the time budget (`make demo` in 30 min on an idle 2-core machine; the freeze-point
-# study below sweeps the others): blocks 5-6, conv_head and the head are trained (2.6 M
-# parameters), at batch 64; the study's data (60 per class / per emoji
-# category) and, per tuning unit (benchmarks.methods.tuning_unit), the learning rate and
-# epochs chosen for this regime on a validation split of the training data by
-# ``--preset offline-tuning`` (its tuning.csv is committed under
+# The main job (issue 40): the cheapest regime of the premise map (docs/premise-map.md)
+# where the paper's premise holds in class-IL (the tangent paragon within 3 points of joint
+# fine-tuning, fine-tuning worth at least 5 over the head alone): 64 px images, block 6,
+# conv_head and the head trained (the trunk before them frozen and cached), at the
+# authors' batch 32; the study's data (60 per class / per emoji category) and, per tuning
+# unit (benchmarks.methods.tuning_unit), the learning rate and epochs chosen on a
+# validation split of the training data by ``--preset offline-tuning`` with a grid that
+# grows past an edge up to a cap of 40 epochs (its tuning.csv is committed under
 # docs/results/offline-tuning/; tests/benchmarks/test_presets.py checks these values
 # against it), every unit with the learning rate x0.1 at 1/2 and 3/4 of its epochs.
-MAIN_REGIME = "blocks.5"
-MAIN_BATCH = 64
+MAIN_IMAGE_SIZE = 64
+MAIN_REGIME = "blocks.6"
+MAIN_BATCH = 32
 MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
+    "class": {"tangent": (3e-3, 10), "non-linear": (1e-1, 20), "joint": (1e-1, 20), "joint-tangent": (1e-2, 20),
+              "der": (3e-2, 20), "er": (3e-2, 20)},
+    "data": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "joint": (3e-2, 20), "joint-tangent": (1e-2, 20),
+             "der": (3e-2, 20), "er": (3e-2, 20)},
+}
+# The grid the main job is tuned on (and every point of the premise map): it grows where a
+# choice sits on its edge (2 rounds), up to the cap of 40 epochs (the paper trains 50).
+MAIN_TUNE = dict(tangent_lrs=(3e-3, 1e-2, 3e-2), lrs=(1e-2, 3e-2, 1e-1), epochs=(10, 20, 40), epoch_cap=40,
+                 extend=2, decay_at=MAIN_DECAY)
+# The main job until issue 40, kept as a second table outside the premise (its tangent
+# paragon 9.8 points below joint fine-tuning in class-IL): 32 px, blocks 5-6 trained (2.6 M
+# parameters) at batch 64, tuned by ``--preset offline-32px-tuning`` on the fixed grid
+# (docs/results/offline-32px-tuning/), its 5-seed results under docs/results/offline-32px/.
+OUTSIDE_IMAGE_SIZE = 32
+OUTSIDE_REGIME = "blocks.5"
+OUTSIDE_BATCH = 64
+OUTSIDE_TUNED = {
     "class": {"tangent": (3e-3, 20), "non-linear": (3e-2, 20), "joint": (3e-2, 20), "der": (3e-2, 20),
               "er": (1e-2, 20)},
     "data": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "joint": (1e-2, 20), "er": (3e-2, 20),
              "der": (1e-2, 20)},
 }
-# The deeper run, the main job until it outgrew the time budget (48 min here): blocks 4-6
-# trained (3.0 M parameters) at the authors' batch 32, tuned the same way by
+# The deeper run, the main job until it outgrew the time budget (48 min here): 32 px, blocks
+# 4-6 trained (3.0 M parameters) at the authors' batch 32, tuned the same way by
 # ``--preset offline-blocks4-tuning`` (docs/results/offline-blocks4-tuning/), its 5-seed
 # results committed under docs/results/offline-blocks4/ (``--preset offline-blocks4``).
 DEEP_REGIME = "blocks.4"
@@ -74,17 +94,19 @@ DEEP_TUNED = {
              "der": (1e-2, 20)},
 }
 # Seeds of the main job: every method is trained once per seed (training randomness:
-# batch order, new-head initialisation, random projections; same data and class order).
+# batch order, new-head initialisation, random projections; with ``order_by_seed`` the
+# class order and data-IL shards too).
 MAIN_SEEDS = (0, 1, 2, 3, 4)
-# preset of the tuning -> (regime, batch, tuned values) of the runs it tunes
-_REGIME_RUNS = {"offline-tuning": (MAIN_REGIME, MAIN_BATCH, MAIN_TUNED),
-                "offline-blocks4-tuning": (DEEP_REGIME, DEEP_BATCH, DEEP_TUNED)}
+# preset of the tuning -> (image size, regime, batch, tuned values, grid) of the runs it tunes
+_REGIME_RUNS = {"offline-tuning": (MAIN_IMAGE_SIZE, MAIN_REGIME, MAIN_BATCH, MAIN_TUNED, MAIN_TUNE),
+                "offline-32px-tuning": (OUTSIDE_IMAGE_SIZE, OUTSIDE_REGIME, OUTSIDE_BATCH, OUTSIDE_TUNED, {}),
+                "offline-blocks4-tuning": (32, DEEP_REGIME, DEEP_BATCH, DEEP_TUNED, {})}
 
 
 def _main_run(scenario: str, tuning: str, **run) -> dict:
-    regime, batch, all_tuned = _REGIME_RUNS[tuning]
+    size, regime, batch, all_tuned, _ = _REGIME_RUNS[tuning]
     tuned = all_tuned[scenario]
-    return dict(OFFLINE, scenario=scenario, tasks=5, freeze_until=regime, batch_size=batch,
+    return dict(OFFLINE, scenario=scenario, tasks=5, image_size=size, freeze_until=regime, batch_size=batch,
                 lr_tangent=tuned["tangent"][0], tangent_epochs=tuned["tangent"][1], lr=tuned["non-linear"][0],
                 epochs=tuned["non-linear"][1], tuned=tuned, decay_at=MAIN_DECAY, tuned_by=f"--preset {tuning}",
                 seeds=MAIN_SEEDS, **run)
@@ -126,20 +148,28 @@ def _main_runs(methods: Dict[str, str], tuning: str = "offline-tuning", order_by
     ]
 
 
-def _tuning_runs(tuning: str) -> List[dict]:
-    """The tuning that chose a regime's values: the main job's runs, every tuning unit of its
-    rows (tangent, non-linear, and joint / ER / DER for themselves) on the default grid of
-    benchmarks.tuning (3 learning rates x 5/10/20 epochs, step decay), seed 0; the test rows
-    it writes afterwards are of the representative groups only."""
-    return [dict(r, tune={}, seeds=(0,), methods=methods) for r, methods in zip(
-        _main_runs(_MAIN_METHODS_BEFORE_PREMISE, tuning), ("tmc,tme,soup,ens-l,ens-sm,er,der,joint",) * 2)]
+_TUNED_ROWS = "tmc,tme,soup,ens-l,ens-sm,er,der,joint"
+
+
+def _tuning_runs(tuning: str, methods: str = _TUNED_ROWS) -> List[dict]:
+    """The tuning that chose a regime's values: the main job's runs, every tuning unit of
+    ``methods`` (tangent, non-linear, and joint / joint-tangent / ER / DER for themselves)
+    on the regime's grid (``{}``: the default grid of benchmarks.tuning, 3 learning rates x
+    5/10/20 epochs), seed 0; the test rows it writes afterwards are of the representative
+    groups only."""
+    grid = _REGIME_RUNS[tuning][4]
+    return [dict(r, tune=dict(grid), seeds=(0,), methods=methods)
+            for r in _main_runs(_MAIN_METHODS_BEFORE_PREMISE, tuning)]
 
 
 PRESETS: Dict[str, List[dict]] = {
     # the main job: the premise rows in every scenario, the class order / shards drawn per seed
     "offline": _main_runs(_MAIN_METHODS, order_by_seed=True),
     "offline-full": _main_runs(_FULL_METHODS, order_by_seed=True),
-    "offline-tuning": _tuning_runs("offline-tuning"),
+    "offline-tuning": _tuning_runs("offline-tuning", f"{_TUNED_ROWS},joint-tangent"),
+    # the main job until issue 40, outside the premise (32 px, blocks 5-6, batch 64)
+    "offline-32px": _main_runs(_MAIN_METHODS, "offline-32px-tuning", order_by_seed=True),
+    "offline-32px-tuning": _tuning_runs("offline-32px-tuning"),
     "offline-blocks4": _main_runs(_MAIN_METHODS_BEFORE_PREMISE, "offline-blocks4-tuning"),
     "offline-blocks4-tuning": _tuning_runs("offline-blocks4-tuning"),
     # a one-minute smoke run of the same pipeline (tests and quick checks)
@@ -206,8 +236,7 @@ PRESETS["d-mit67-4-resnet18"] = [
 # 40 epochs (the paper trains 50); a choice left on an edge is refused
 # (benchmarks.tuning). Rendered by ``python -m benchmarks.premise``.
 PREMISE_METHODS = "joint,joint-tangent,tmc,tmc-fc"
-PREMISE_TUNE = dict(tangent_lrs=(3e-3, 1e-2, 3e-2), lrs=(1e-2, 3e-2, 1e-1), epochs=(10, 20, 40), epoch_cap=40,
-                    extend=2, decay_at=MAIN_DECAY)
+PREMISE_TUNE = MAIN_TUNE
 _PREMISE_DATA = {
     "grey": dict(dataset="mnist_like_30", tasks=5, data_options={"train_per_class": 60, "test_per_class": 20}),
     "emoji": dict(dataset="emoji_styles", tasks=4, data_options={"categories": 8, "limit_per_category": 60}),

@@ -14,21 +14,26 @@ from benchmarks.presets import (
     MAIN_DECAY,
     MAIN_REGIME,
     MAIN_SEEDS,
+    MAIN_TUNE,
     MAIN_TUNED,
+    OUTSIDE_BATCH,
+    OUTSIDE_REGIME,
+    OUTSIDE_TUNED,
     PRESETS,
 )
-from benchmarks.tuning import TuningGrid
+from benchmarks.tuning import CAP, TuningGrid
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-# tuning preset -> (the tuned values it chose, the regime its trials ran)
-TUNINGS = {"offline-tuning": (MAIN_TUNED, f"from {MAIN_REGIME}"),
-           "offline-blocks4-tuning": (DEEP_TUNED, f"from {DEEP_REGIME}")}
+# tuning preset -> (the tuned values it chose, the regime its trials ran, its grid)
+TUNINGS = {"offline-tuning": (MAIN_TUNED, f"from {MAIN_REGIME}", TuningGrid.from_dict(MAIN_TUNE)),
+           "offline-32px-tuning": (OUTSIDE_TUNED, f"from {OUTSIDE_REGIME}", TuningGrid()),
+           "offline-blocks4-tuning": (DEEP_TUNED, f"from {DEEP_REGIME}", TuningGrid())}
 
 
 @pytest.mark.parametrize("tuning", TUNINGS)
 def test_tuned_values_are_the_committed_tuning_choices(tuning):
-    tuned, regime = TUNINGS[tuning]
+    tuned, regime, grid = TUNINGS[tuning]
     with (RESULTS / tuning / "tuning.csv").open(newline="", encoding="utf-8") as f:
         trials = list(csv.DictReader(f))
     chosen = {}
@@ -37,18 +42,24 @@ def test_tuned_values_are_the_committed_tuning_choices(tuning):
             chosen.setdefault(t["scenario"], {})[t["family"]] = (float(t["lr"]), int(t["epochs"]))
     assert {t["regime"] for t in trials} == {regime}
     assert chosen == {scenario: dict(units) for scenario, units in tuned.items()}
-    # every trial of the default grid was run, for every unit of each scenario
-    grid = TuningGrid()
+    # every trial of the grid was run, for every unit of each scenario (a growing grid
+    # may add trials past its edges), and no choice is left on an edge
     for scenario, units in tuned.items():
         for unit in units:
             ran = {(float(t["lr"]), int(t["epochs"])) for t in trials
                    if t["scenario"] == scenario and t["family"] == unit}
-            assert ran == set(grid.trials(unit)), (scenario, unit)
+            assert set(grid.trials(unit)) <= ran, (scenario, unit)
+            assert grid.extend or ran == set(grid.trials(unit)), (scenario, unit)
+    if grid.extend:
+        on_edge = [t for t in trials if t["chosen"] == "yes"
+                   and any(not edge.startswith(CAP) for edge in filter(None, t["edge"].split(", ")))]
+        assert not on_edge
     assert MAIN_DECAY == grid.decay_at
 
 
 @pytest.mark.parametrize("preset, tuning, regime, batch", [
     ("offline", "offline-tuning", MAIN_REGIME, MAIN_BATCH), ("offline-full", "offline-tuning", MAIN_REGIME, MAIN_BATCH),
+    ("offline-32px", "offline-32px-tuning", OUTSIDE_REGIME, OUTSIDE_BATCH),
     ("offline-blocks4", "offline-blocks4-tuning", DEEP_REGIME, DEEP_BATCH)])
 def test_main_presets_train_with_the_tuned_values_over_several_seeds(preset, tuning, regime, batch):
     tuned = TUNINGS[tuning][0]
@@ -59,5 +70,6 @@ def test_main_presets_train_with_the_tuned_values_over_several_seeds(preset, tun
         assert run.seeds == MAIN_SEEDS and len(run.seeds) >= 3
     # the tuning ran the very settings it tuned, on one seed
     for run, trial in zip(map(RunConfig.from_dict, PRESETS[preset]), map(RunConfig.from_dict, PRESETS[tuning])):
-        assert (trial.dataset, trial.scenario, trial.freeze_until, trial.batch_size, trial.data_options) == (
-            run.dataset, run.scenario, run.freeze_until, run.batch_size, run.data_options)
+        assert (trial.dataset, trial.scenario, trial.image_size, trial.freeze_until, trial.batch_size,
+                trial.data_options) == (run.dataset, run.scenario, run.image_size, run.freeze_until, run.batch_size,
+                                        run.data_options)

@@ -33,10 +33,10 @@ def test_numbers_out_of_range_are_refused_while_parsing(argv, message, capsys):
 # ------------------------------------------------------------- the report given another kind of CSV (A5)
 
 ROOT = Path(__file__).resolve().parents[2]
-OTHER_FILES = {"tuning": ROOT / "docs/results/offline-tuning/tuning.csv",
+OTHER_FILES = {"tuning": ROOT / "docs/results/offline-32px-tuning/tuning.csv",
                "spread": ROOT / "docs/results/machines/spread.csv",
                "variance": ROOT / "docs/results/variance/variance.csv",
-               "results": ROOT / "docs/results/offline/results.csv"}
+               "results": ROOT / "docs/results/offline-32px/results.csv"}
 
 
 def _relabelled(source: Path, kind, out: Path) -> Path:
