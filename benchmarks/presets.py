@@ -59,8 +59,8 @@ MAIN_REGIME = "blocks.6"
 MAIN_BATCH = 32
 MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
-    "class": {"tangent": (3e-3, 10), "non-linear": (1e-1, 20), "joint": (1e-1, 20), "joint-tangent": (1e-2, 20),
-              "der": (3e-2, 20), "er": (3e-2, 20)},
+    "class": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "er": (1e-1, 40), "der": (1e-1, 40),
+              "joint": (1e-1, 20), "joint-tangent": (1e-2, 20)},
     "data": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "joint": (3e-2, 20), "joint-tangent": (1e-2, 20),
              "der": (3e-2, 20), "er": (3e-2, 20)},
 }
