@@ -1,5 +1,5 @@
 """Benchmark runner for avalanche-tmc: offline datasets (:mod:`benchmarks.datasets`) and
-ImageNet backbones (:mod:`benchmarks.backbones`)."""
+ImageNet backbones (:mod:`benchmarks.networks.backbones`)."""
 
 import sys
 import warnings
@@ -15,7 +15,7 @@ def _help_of_the_runner() -> None:
         return
     at = argv.index("-m")
     if argv[at + 1:at + 2] == ["benchmarks.run"] and {"-h", "--help"} & set(argv[at + 2:]):
-        from benchmarks.run_args import build_parser
+        from benchmarks.runner.arguments import build_parser
 
         build_parser().parse_args(argv[at + 2:])
 

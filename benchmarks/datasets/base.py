@@ -129,7 +129,7 @@ class ImageFileDataset(Dataset):
     The transform runs at every ``__getitem__`` (random augmentation stays random: nothing
     transformed is cached). ``decoded`` (optional) serves image ``i`` as an already decoded
     ``uint8`` array ``(H, W, 3)`` instead of reading ``samples[i]`` from disk, e.g. a
-    :class:`benchmarks.loading.DecodedImages` cache of the transform's first ``Resize``;
+    :class:`benchmarks.datasets.loading.DecodedImages` cache of the transform's first ``Resize``;
     it must be picklable, like the rest of the dataset, for DataLoader workers.
     """
 
@@ -210,7 +210,7 @@ def make_transforms(
     (``Resize(r)``, ``RandomCrop(image_size)``, ``RandomHorizontalFlip()``), the evaluation
     one is deterministic (``Resize(r)``, ``CenterCrop(image_size)``); both then ToTensor
     and normalise; ``r`` = :func:`resize_size`. Both start with their ``Resize``, which
-    :class:`benchmarks.loading.DecodedImages` can do once and keep.
+    :class:`benchmarks.datasets.loading.DecodedImages` can do once and keep.
     """
     if recipe not in TRANSFORM_RECIPES:
         raise ValueError(f"transforms={recipe!r}: use one of {', '.join(map(repr, TRANSFORM_RECIPES))}")

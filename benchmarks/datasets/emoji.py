@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmarks.install import PIP, MissingPackageError
+from benchmarks.datasets.packages import PIP, MissingPackageError
 
 from .base import ImageTensorDataset, Normalization, stratified_split
 from .cache import CACHE_VERSION, cache_dir, cached_tensors, digest
