@@ -280,6 +280,24 @@ def test_the_results_check_finds_one():
                      "benchmarks.results.example:3 imports benchmarks.runner.config"]
 
 
+def _registry_imports(modules) -> List[str]:
+    """Imports of Avalanche or ``baselines`` run when the method registry is imported (its
+    strategies import them when built, inside functions)."""
+    return sorted(f"{module}:{line} imports {target}" for module, (path, tree) in modules.items()
+                  if _within(module, "benchmarks.methods")
+                  for target, line in _imports(module, path, tree, top_level_only=True)
+                  if any(_within(target, t) for t in ("avalanche", "baselines")))
+
+
+def test_the_method_registry_imports_avalanche_only_to_build_a_strategy():
+    offending = _registry_imports(RUNNER)
+    assert not offending, "\n".join(offending)
+    late = "def build():\n    from avalanche.training import Naive\n"
+    assert _registry_imports({"benchmarks.methods.x": (BENCHMARKS / "x.py", ast.parse("import baselines\n" + late))}) \
+        == ["benchmarks.methods.x:1 imports baselines"]
+
+
+@pytest.mark.integration  # a process of its own (CONTRIBUTING: subprocesses are the second tier)
 def test_a_results_file_renders_without_avalanche(tmp_path):
     """In a fresh process: the report renders the committed results (tables, plots, README
     block) and Avalanche was never imported."""
