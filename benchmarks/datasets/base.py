@@ -19,7 +19,7 @@ __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
     "CorruptImageError",
     "mean_std", "ImageTensorDataset", "ImageFileDataset", "TRANSFORM_RECIPES", "make_transform", "make_transforms",
-    "resize_size", "split_by_domain", "stratified_split", "stratified_subsample", "subsample",
+    "resize_size", "stratified_split", "stratified_subsample", "subsample",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -228,14 +228,6 @@ def make_transforms(
         transforms.Resize(resize), transforms.CenterCrop(image_size), *_to_tensor_steps(normalization),
     ])
     return train, evaluation
-
-
-def split_by_domain(dataset: ImageTensorDataset) -> List[ImageTensorDataset]:
-    """One dataset per domain (e.g. per emoji style), in ``domain_names`` order."""
-    if dataset.domains is None or dataset.domain_names is None:
-        raise ValueError("this dataset has no domains")
-    return [dataset.subset(torch.nonzero(dataset.domains == d).flatten()) for d in range(len(dataset.domain_names))]
-
 
 
 def stratified_split(

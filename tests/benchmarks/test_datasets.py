@@ -17,6 +17,7 @@ import torch
 from benchmarks import datasets as D
 from benchmarks.datasets import cache as dataset_cache
 from benchmarks.datasets import mnist_like
+from tests.benchmarks.oracles import split_by_domain
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -353,7 +354,7 @@ def test_emoji_styles_small_split_by_emoji():
     )
     assert train.classes == [c for c in D.EMOJI_CATEGORIES if c != "Flags"]
     assert train.domain_names == list(D.EMOJI_STYLES)
-    per_style = D.split_by_domain(test)
+    per_style = split_by_domain(test)
     assert len(per_style) == 5 and all(d.names == per_style[0].names for d in per_style)
     assert not set(train.names) & set(test.names)
     assert len(train) + len(test) == 5 * 8 * 4
@@ -378,7 +379,8 @@ def test_emoji_styles_full_render():
 
 @needs_lite0
 def test_efficientnet_lite0_timm_matches_the_wheel_implementation(one_thread):
-    from benchmarks.networks.backbones import load_backbone, reference_efficientnet_lite0
+    from benchmarks.networks.backbones import load_backbone
+    from tests.benchmarks.oracles import reference_efficientnet_lite0
 
     ours, reference = load_backbone("efficientnet_lite0"), reference_efficientnet_lite0().eval()
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks.results.claims import NO_VERDICT, verdict_rows, verdict_table, withheld_reason
+from benchmarks.results.claims import NO_VERDICT, verdict_table, withheld_reason
 from benchmarks.results.intervals import (
     FAILS,
     HOLDS,
@@ -18,6 +18,7 @@ from benchmarks.results.intervals import (
     t_quantile,
     verdict,
 )
+from tests.benchmarks.oracles import verdict_rows
 
 
 def test_t_quantile_matches_scipy():
