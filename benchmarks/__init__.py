@@ -1,5 +1,8 @@
-"""Benchmark runner for avalanche-tmc: offline datasets (:mod:`benchmarks.datasets`) and
-ImageNet backbones (:mod:`benchmarks.networks.backbones`)."""
+"""Benchmark runner for avalanche-tmc. At the root only the commands users type:
+``python -m benchmarks.run`` (:mod:`benchmarks.run`) and ``python -m benchmarks.report``
+(:mod:`benchmarks.report`); the sub-packages say what they hold (docs/layout.md):
+``datasets``, ``networks``, ``protocol``, ``methods``, ``runner``, ``tuning``, ``results`` and
+``tools`` (which use the runner and are never used by it)."""
 
 import sys
 import warnings

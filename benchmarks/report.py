@@ -1,4 +1,5 @@
-"""Tables and plots from benchmark result rows.
+"""``python -m benchmarks.report``: the report of a results file (its table, plots and the
+blocks of a page generated from it), made from :mod:`benchmarks.results`.
 
 A result row is a dict with the keys in :data:`COLUMNS`. One row is the accuracy of one
 model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method and seed,
@@ -28,8 +29,8 @@ infinite or outside [0, 1], a duplicated row) is refused with
 
 The pieces: :mod:`benchmarks.results.files` (the schema, reading and writing results files),
 :mod:`benchmarks.results.tables` (Markdown tables), :mod:`benchmarks.results.plots` (PNG plots) and
-:mod:`benchmarks.results.readme_blocks` (the generated blocks of a page); this module writes the
-report and chooses what a file's block shows; its names are also importable from here.
+:mod:`benchmarks.results.readme_blocks` (the generated blocks of a page and what a file's
+block shows); this module writes the report; its names are also importable from here.
 """
 
 from __future__ import annotations

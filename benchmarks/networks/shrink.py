@@ -32,6 +32,13 @@ The three modules have tangent rules of their own (registered here with
 :func:`avalanche_tmc.tangent.register_rule`), so TangentModel's fast path runs each as one
 step rather than tracing its forward into a dozen shape and arithmetic steps (the main
 job's top: 524 plan steps -> 231, a tangent training step 69 -> 55 ms on one thread).
+
+Why these rules stay here rather than in the library's ``avalanche_tmc/tangent/rules/``
+(issue 43): they are rules for this module's own classes, which exist only for a network
+shrunk to inputs of one fixed size; the library never builds them, and a rule keyed on a
+class the library does not define would make the library import the runner. The registry
+is open for extension for exactly this (as timm's ``register_model`` serves models defined
+outside timm); ``tests/benchmarks/test_shrink.py`` holds them to the generic path.
 """
 
 from typing import Callable, Dict, List, Optional, Tuple
