@@ -51,7 +51,7 @@ digits: $(STAMP)
 # The premise map's project-pretrained base (docs/premise-map.md): Lite0 fine-tuned on
 # Fashion-MNIST, built once into the cache (about 10 min on 2 cores), never downloaded.
 base: $(STAMP)
-	$(PY) -m benchmarks.pretrain_base
+	$(PY) -m benchmarks.networks.pretrain_base
 
 # The linter alone (ruff, configured in pyproject.toml; make test runs it first).
 lint: $(STAMP)
@@ -62,7 +62,7 @@ lint: $(STAMP)
 # clean install and the wheel, the command line and the examples in their own processes,
 # torchrun, the runner and the experiments end to end, the documentation site). Each run
 # prints its 20 slowest tests; a test past its time limit (pytest-timeout) fails.
-# Each tier's JUnit report stays in .venv/reports: `python -m benchmarks.suite_costs --tier fast
+# Each tier's JUnit report stays in .venv/reports: `python -m benchmarks.results.suite_costs --tier fast
 # .venv/reports/fast.xml --tier e2e .venv/reports/e2e.xml` turns them into the cost table of docs/tests.md.
 PYTEST := $(PY) -m pytest -q -n auto --durations=20
 REPORTS := $(VENV)/reports
@@ -80,9 +80,9 @@ test-all: install $(DOCS_STAMP)
 	$(PYTEST) --timeout=3600 --dist loadfile tests
 
 # The GPU check (docs/tests.md, "On a GPU"): about 8 minutes on one GPU, the report in
-# docs/results/gpu/<device>.md; `python -m benchmarks.gpu_check --dry-run` checks it on the CPU.
+# docs/results/gpu/<device>.md; `python -m benchmarks.tools.gpu_check --dry-run` checks it on the CPU.
 gpu-check: $(STAMP)
-	$(PY) -m benchmarks.gpu_check
+	$(PY) -m benchmarks.tools.gpu_check
 
 # The documentation site in site/: the pages under docs/ (mkdocs.yml lists them) and the API
 # reference rendered from the docstrings. Strict: a broken link or anchor, a page missing

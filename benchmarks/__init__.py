@@ -1,5 +1,8 @@
-"""Benchmark runner for avalanche-tmc: offline datasets (:mod:`benchmarks.datasets`) and
-ImageNet backbones (:mod:`benchmarks.backbones`)."""
+"""Benchmark runner for avalanche-tmc. At the root only the commands users type:
+``python -m benchmarks.run`` (:mod:`benchmarks.run`) and ``python -m benchmarks.report``
+(:mod:`benchmarks.report`); the sub-packages say what they hold (docs/layout.md):
+``datasets``, ``networks``, ``protocol``, ``methods``, ``runner``, ``tuning``, ``results`` and
+``tools`` (which use the runner and are never used by it)."""
 
 import sys
 import warnings
@@ -15,7 +18,7 @@ def _help_of_the_runner() -> None:
         return
     at = argv.index("-m")
     if argv[at + 1:at + 2] == ["benchmarks.run"] and {"-h", "--help"} & set(argv[at + 2:]):
-        from benchmarks.run_args import build_parser
+        from benchmarks.runner.arguments import build_parser
 
         build_parser().parse_args(argv[at + 2:])
 

@@ -1,4 +1,5 @@
-"""Tables and plots from benchmark result rows.
+"""``python -m benchmarks.report``: the report of a results file (its table, plots and the
+blocks of a page generated from it), made from :mod:`benchmarks.results`.
 
 A result row is a dict with the keys in :data:`COLUMNS`. One row is the accuracy of one
 model (``"composed"``, or ``"component-<k>"`` evaluated alone) of one method and seed,
@@ -6,7 +7,7 @@ after training ``after_task`` experiences, on one test experience (``eval_exp`` 
 ``"1"``, ...) or on the whole test stream (``eval_exp == "all"``). Rows that share all
 keys but ``seed``/``accuracy``/timings are summarised as mean ± sample standard deviation
 over seeds; the claims of the paper are judged from paired per-seed differences
-(:mod:`benchmarks.verdicts`). A run is a (dataset, scenario, tasks, regime) — the regime
+(:mod:`benchmarks.results.claims`). A run is a (dataset, scenario, tasks, regime) — the regime
 says how much of the network was trained; a results file with several regimes of one
 dataset also gets ``regimes.png`` (accuracy vs. how much is trained, one line per method).
 
@@ -26,10 +27,10 @@ length, a value that is not a number, unknown or missing columns, an accuracy th
 infinite or outside [0, 1], a duplicated row) is refused with
 :class:`ReportFileError`; the command prints its one-line message and exits with status 2.
 
-The pieces: :mod:`benchmarks.results_io` (the schema, reading and writing results files),
-:mod:`benchmarks.tables` (Markdown tables), :mod:`benchmarks.plots` (PNG plots) and
-:mod:`benchmarks.readme_blocks` (the generated blocks of a page); this module writes the
-report and chooses what a file's block shows; its names are also importable from here.
+The pieces: :mod:`benchmarks.results.files` (the schema, reading and writing results files),
+:mod:`benchmarks.results.tables` (Markdown tables), :mod:`benchmarks.results.plots` (PNG plots) and
+:mod:`benchmarks.results.readme_blocks` (the generated blocks of a page and what a file's
+block shows); this module writes the report; its names are also importable from here.
 """
 
 from __future__ import annotations
@@ -40,10 +41,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from benchmarks.plots import component_methods, plot_accuracy_curves, plot_components, plot_regimes
-from benchmarks.readme_blocks import GENERATED_END as GENERATED_END
-from benchmarks.readme_blocks import find_generated_blocks, readme_block, update_readme
-from benchmarks.results_io import (
+from benchmarks.results.files import (
     COLUMNS,
     TUNING_COLUMNS,
     PathLike,
@@ -52,7 +50,6 @@ from benchmarks.results_io import (
     accuracy_index,
     accuracy_spread,
     atomic_path,
-    check_columns,
     cost_class,
     csv_kind,
     final_accuracy,
@@ -67,7 +64,10 @@ from benchmarks.results_io import (
     write_csv,
     write_tuning_csv,
 )
-from benchmarks.tables import (
+from benchmarks.results.plots import component_methods, plot_accuracy_curves, plot_components, plot_regimes
+from benchmarks.results.readme_blocks import GENERATED_END as GENERATED_END
+from benchmarks.results.readme_blocks import find_generated_blocks, generated_block, readme_block, update_readme
+from benchmarks.results.tables import (
     incomplete_note,
     markdown_table,
     regime_tables,
@@ -93,7 +93,7 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     regimes.png (when a dataset was run in several regimes) and components_<method>.png
     for every method with component rows; return the paths keyed ``csv``, ``markdown``,
     ``curves``, ``regimes``, ``components_<method>``. ``missing``: the planned runs not
-    finished yet (the runner's :mod:`benchmarks.outdir`), named at the top of results.md."""
+    finished yet (the runner's :mod:`benchmarks.runner.outdir`), named at the top of results.md."""
     out = Path(out_dir)
     paths: Dict[str, Optional[Path]] = {}
     if include_csv:
@@ -104,32 +104,6 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     for method in component_methods(rows):
         paths[f"components_{method}"] = plot_components(rows, out / f"components_{method}.png", method)
     return {k: p for k, p in paths.items() if p is not None}
-
-
-def generated_block(path: PathLike) -> str:
-    """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
-    :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV,
-    :func:`benchmarks.machines.spread_table` of a machine comparison or
-    :func:`benchmarks.suite_costs.cost_table` of the test suite's costs."""
-    kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
-    check_columns(path, kind)
-    if kind == "spread":
-        from benchmarks.machines import read_spread_csv, spread_table
-
-        return spread_table(read_spread_csv(Path(path)))
-    if kind == "test-costs":
-        from benchmarks.suite_costs import cost_table, read_costs
-
-        return cost_table(read_costs(Path(path)))
-    if kind == "premise-map":
-        from benchmarks.premise import map_table, read_map_csv
-
-        return map_table(read_map_csv(Path(path)))
-    if kind == "tuning":
-        return tuning_table(read_tuning_csv(path))
-    if kind == "variance":
-        return variance_table(read_tuning_csv(path))
-    return readme_block(read_csv(path))
 
 
 def _missing_runs(folder: Path) -> List[str]:

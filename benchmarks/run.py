@@ -2,16 +2,16 @@
 ``python -m benchmarks.run --dataset caltech256 --data-root ~/data --scenario class --tasks 10 ...``.
 
 For each run: load the dataset and an ImageNet backbone, optionally freeze its trunk and
-cache the trunk's features (:mod:`benchmarks.prepare`), build the Avalanche benchmark
+cache the trunk's features (:mod:`benchmarks.runner.prepare`), build the Avalanche benchmark
 (class-, task- or data-incremental), and for every seed train every requested method
 group once, evaluating each table row after every experience with Avalanche's
 ``EvaluationPlugin`` and loggers. The (seed, group) pieces are independent and run in
-``--jobs`` processes (:mod:`benchmarks.jobs`). Writes ``results.csv`` (one row per seed),
+``--jobs`` processes (:mod:`benchmarks.runner.forked_jobs`). Writes ``results.csv`` (one row per seed),
 ``results.md`` (mean ± std over seeds in the paper's layout, and the verdict of each of the
-paper's claims from paired per-seed differences, :mod:`benchmarks.verdicts`) and PNG plots.
+paper's claims from paired per-seed differences, :mod:`benchmarks.results.claims`) and PNG plots.
 
-The pieces: :mod:`benchmarks.run_args` (the command line), :mod:`benchmarks.training_loop`
-(training and evaluating one method group, progress files), :mod:`benchmarks.tuning_run`
+The pieces: :mod:`benchmarks.runner.arguments` (the command line), :mod:`benchmarks.runner.groups`
+(training and evaluating one method group, progress files), :mod:`benchmarks.tuning.run`
 (tuning a run); this module checks a run before any data is prepared (:func:`preflight`),
 runs it (:func:`run_one`) and writes the report (:func:`main`); their names are also
 importable from here.
@@ -28,26 +28,26 @@ import torch
 
 from avalanche_tmc.files.filesystem import check_writable
 from benchmarks import report
-from benchmarks.config import Options, RunConfig, loader_options, progress_key, train_config
-from benchmarks.jobs import available_cores, run_tasks
-from benchmarks.loading import decode_once
+from benchmarks.datasets.loading import decode_once
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
-from benchmarks.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
-from benchmarks.progress import groups_progress
-from benchmarks.refusals import Refusal, command_line, is_refusal
-from benchmarks.run_args import RUN_KEYS, parse_args, resolve, resolve_runs
-from benchmarks.scenarios import make_scenario, task_test_stream
-from benchmarks.training_loop import (
-    _load_progress,
-    _progress_path,
-    _save_progress,
+from benchmarks.protocol.scenarios import make_scenario, task_test_stream
+from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
+from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
+from benchmarks.runner.epoch_log import groups_progress
+from benchmarks.runner.forked_jobs import available_cores, run_tasks
+from benchmarks.runner.groups import (
     final_accuracies,
     head_parameter_counts,
+    load_progress,
     make_evaluator,
+    progress_path,
     run_group,
+    save_progress,
 )
-from benchmarks.tuning import Trial, TuningGrid, edges
-from benchmarks.tuning_run import tune_config
+from benchmarks.runner.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
+from benchmarks.runner.refusals import Refusal, command_line, is_refusal
+from benchmarks.tuning.grid import Trial, TuningGrid, edges
+from benchmarks.tuning.run import tune_config
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
            "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "main",
@@ -55,7 +55,7 @@ __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator"
 
 
 def preflight(runs: Sequence[RunConfig], options: Options) -> None:
-    """Refuse (:class:`~benchmarks.refusals.Refusal`), before anything is written (no
+    """Refuse (:class:`~benchmarks.runner.refusals.Refusal`), before anything is written (no
     output folder, no settings), what would fail later: more threads than cores, options
     that do not go together, unknown methods or backbones, a missing package, weights file
     or dataset, a ``--data-option`` the loader does not take, a class too small for its
@@ -149,7 +149,12 @@ def check_backbone(run: RunConfig, options: Options) -> None:
     """Refuse an unknown backbone, or one whose package or weights are not on this machine
     (the runner never downloads), or whose weights file is damaged: its SHA-256 does not
     match the hash in its name."""
-    from benchmarks.backbones import check_hub_hash, efficientnet_lite0_weights_path, find_weights, resolve_backbone
+    from benchmarks.networks.backbones import (
+        check_hub_hash,
+        efficientnet_lite0_weights_path,
+        find_weights,
+        resolve_backbone,
+    )
 
     try:
         source, name = resolve_backbone(run.backbone)
@@ -174,7 +179,7 @@ def check_weights(run: RunConfig, options: Options, checked: set) -> None:
     """Refuse a ``--weights`` file that is not a state dict of ``run``'s backbone (garbage,
     another network's): the backbone is loaded from it here, once per backbone and file
     (``checked``), so that it fails before the output folder is written, not after."""
-    from benchmarks.backbones import load_backbone
+    from benchmarks.networks.backbones import load_backbone
 
     if options.weights is None:
         return
@@ -271,8 +276,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task
         seed_cfg = replace(cfg, seed=seed)
-        progress = _progress_path(progress_dir, progress_key(piece_run, options, seed), group)
-        done = None if options.restart else _load_progress(progress)
+        progress = progress_path(progress_dir, progress_key(piece_run, options, seed), group)
+        done = None if options.restart else load_progress(progress)
         if done is not None:
             print(f"  seed {seed} {'+'.join(rows):18s} finished by an earlier run: kept from {progress} "
                   "(--restart to retrain)", flush=True)
@@ -286,7 +291,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
                                progress=show_progress,
                                task_stream=None if own_task_run or group.task_aware else seed_task_stream)
-        _save_progress(progress, group_rows)  # a kill after this point does not lose the group
+        save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
     started = time.time()
@@ -329,7 +334,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     elif options.jobs <= 1 and options.threads:
         torch.set_num_threads(options.threads)
     start = time.time()
-    from benchmarks import outdir  # the folder's lock, settings and status
+    from benchmarks.runner import outdir  # the folder's lock, settings and status
 
     with outdir.claim(out_dir, runs, options) as folder:  # one invocation at a time, its settings only
         for name, run in zip(folder.planned, runs):

@@ -17,10 +17,10 @@ from typing import Dict, Optional, Sequence
 import torch
 
 from avalanche_tmc import fine_tune, select_adaptation
-from benchmarks.builders import adaptation_candidates, with_new_head
 from benchmarks.methods import method_groups
-from benchmarks.presets import PRESETS
+from benchmarks.methods.builders import adaptation_candidates, with_new_head
 from benchmarks.run import final_accuracies, run_group
+from benchmarks.runner.presets import PRESETS
 from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]

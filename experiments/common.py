@@ -6,11 +6,11 @@ from typing import Any, Dict, NamedTuple, Optional
 from torch import nn
 from torch.utils.data import Dataset
 
-from benchmarks.config import Options, RunConfig, train_config
 from benchmarks.methods import TrainConfig
-from benchmarks.prepare import num_classes, prepare
-from benchmarks.presets import PRESETS
-from benchmarks.scenarios import make_scenario
+from benchmarks.protocol.scenarios import make_scenario
+from benchmarks.runner.config import Options, RunConfig, train_config
+from benchmarks.runner.prepare import num_classes, prepare
+from benchmarks.runner.presets import PRESETS
 
 __all__ = ["PreparedRun", "prepare_run", "preset_parser"]
 

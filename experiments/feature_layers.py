@@ -2,7 +2,7 @@
 
 ``python -m experiments.feature_layers --preset offline`` runs, on each run of the preset,
 :class:`~avalanche_tmc.AdaptThenComposeStrategy` with the RanPAC-style head once per
-candidate of the runner's ``adapt-ridge`` row (``benchmarks.builders.adaptation_candidates``:
+candidate of the runner's ``adapt-ridge`` row (``benchmarks.methods.builders.adaptation_candidates``:
 the pre-trained network and the network fine-tuned on experience 0 — whole trained part,
 SGD lr 1e-2, 5 epochs — each read at every layer of the trained part), each forced, and
 prints every candidate's validation score on experience 0 (what the strategies choose by)
@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from avalanche_tmc import AdaptThenComposeStrategy, select_adaptation
-from benchmarks.builders import adaptation_candidates, with_new_head
-from benchmarks.presets import PRESETS
+from benchmarks.methods.builders import adaptation_candidates, with_new_head
+from benchmarks.runner.presets import PRESETS
 from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]

@@ -13,9 +13,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from avalanche_tmc import TangentModel, TMCStrategy
-from benchmarks.builders import tangent_base
 from benchmarks.methods import TrainConfig
-from benchmarks.presets import PRESETS
+from benchmarks.methods.builders import tangent_base
+from benchmarks.runner.presets import PRESETS
 from experiments.common import prepare_run, preset_parser
 
 __all__ = ["measure", "main"]

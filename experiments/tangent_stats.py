@@ -23,11 +23,12 @@ from torch.utils.data import DataLoader
 from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, ridge_head
 from avalanche_tmc.composition.statistics import StatisticsComposition
 from avalanche_tmc.models.training_free import penultimate
-from benchmarks.config import Options, RunConfig, train_config
-from benchmarks.methods import build_strategy, method_groups
-from benchmarks.prepare import prepare
-from benchmarks.presets import PRESETS
-from benchmarks.scenarios import make_scenario
+from benchmarks.methods import method_groups
+from benchmarks.methods.build import build_strategy
+from benchmarks.protocol.scenarios import make_scenario
+from benchmarks.runner.config import Options, RunConfig, train_config
+from benchmarks.runner.prepare import prepare
+from benchmarks.runner.presets import PRESETS
 
 
 def _batches(dataset, size=256):

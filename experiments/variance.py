@@ -16,15 +16,15 @@ import os
 from dataclasses import replace
 from typing import Dict, List
 
-from benchmarks.config import Options, RunConfig, train_config
-from benchmarks.intervals import mean_std
-from benchmarks.jobs import available_cores, run_tasks
 from benchmarks.methods import method_groups
-from benchmarks.prepare import num_classes, prepare
-from benchmarks.presets import PRESETS
-from benchmarks.results_io import VARIANCE_COLUMNS, write_rows_csv
+from benchmarks.protocol.scenarios import make_scenario
+from benchmarks.results.files import VARIANCE_COLUMNS, write_rows_csv
+from benchmarks.results.intervals import mean_std
 from benchmarks.run import final_accuracies, run_group
-from benchmarks.scenarios import make_scenario
+from benchmarks.runner.config import Options, RunConfig, train_config
+from benchmarks.runner.forked_jobs import available_cores, run_tasks
+from benchmarks.runner.prepare import num_classes, prepare
+from benchmarks.runner.presets import PRESETS
 from experiments.common import preset_parser
 
 __all__ = ["PROTOCOLS", "measure", "main"]

@@ -3,7 +3,7 @@ blocks, their headings and their links (shared by ``tests/test_code_blocks.py``,
 ``tests/test_docs.py``, ``tests/test_generated_blocks.py`` and ``tests/test_clean_install.py``).
 
 Fences follow CommonMark, by the rules the report reads pages with
-(``benchmarks.readme_blocks.opening_fence`` / ``closes_fence``): a fence is 3 or more
+(``benchmarks.results.readme_blocks.opening_fence`` / ``closes_fence``): a fence is 3 or more
 backticks or tildes indented at most 3 spaces, a backtick fence's info string has no
 backtick (else the line is inline code), and the closing fence is the same character, at
 least as long, indented at most 3 spaces, with nothing but spaces or tabs after it.
@@ -14,7 +14,7 @@ import unicodedata
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Tuple
 
-from benchmarks.readme_blocks import closes_fence, opening_fence
+from benchmarks.results.readme_blocks import closes_fence, opening_fence
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from avalanche_tmc import TangentModel, TMCStrategy
-from benchmarks.scenarios import class_incremental
+from benchmarks.protocol.scenarios import class_incremental
 
 # ---------------------------------------------------------------------------- tiny networks
 
@@ -117,7 +117,7 @@ def _labelled(split: Split) -> TensorDataset:
 
 def digits_benchmark(train: Split, test: Split, n_experiences: int = 5, task_labels: bool = False, seed: int = 0):
     """The runner's class-incremental (``task_labels``: task-incremental) benchmark of
-    ``train`` / ``test`` (:func:`benchmarks.scenarios.class_incremental`)."""
+    ``train`` / ``test`` (:func:`benchmarks.protocol.scenarios.class_incremental`)."""
     return class_incremental(_labelled(train), _labelled(test), n_experiences, seed=seed, task_labels=task_labels)
 
 

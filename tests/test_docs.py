@@ -210,7 +210,7 @@ CHECKOUT_PATH = re.compile(r"`((?:avalanche_tmc|benchmarks|baselines|experiments
 
 def checkout_paths(text: str) -> List[str]:
     """Paths of the checkout that the prose of ``text`` names in inline code
-    (``benchmarks/presets.py``, ``tests/avalanche_tmc/files/``)."""
+    (``benchmarks/runner/presets.py``, ``tests/avalanche_tmc/files/``)."""
     return [m.group(1) for line in prose_lines(text) for m in CHECKOUT_PATH.finditer(line)]
 
 

@@ -20,7 +20,7 @@ MAX_BATCH_SIZE = 65_536
 the DataLoader)."""
 MAX_PROJECTION_DIM = 16_384
 """The most random features of ``--projection-dim`` (ranpac: its statistics are a D x D matrix, 8·D² bytes in
-float64: 2 GiB at 16384; the runner's bound, ``benchmarks.config.MAX_PROJECTION_DIM``, is the same)."""
+float64: 2 GiB at 16384; the runner's bound, ``benchmarks.runner.config.MAX_PROJECTION_DIM``, is the same)."""
 MAX_SEED = 2**31 - 1
 """The largest ``--seed``: experience e trains with torch seed ``1000 * seed + e``; a C int, and within numpy's
 2**32 - 1 too."""

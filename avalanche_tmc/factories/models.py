@@ -38,7 +38,7 @@ class WeightsNotFoundError(FileNotFoundError):
     """A weights file is not where it was looked for, or is not the published one; nothing
     is downloaded, and the message says which file to put where. The one class for this
     error: these factories raise it, and so do the benchmark runner's backbone loaders
-    (``benchmarks.backbones``)."""
+    (``benchmarks.networks.backbones``)."""
 
 
 def read_state_dict(path: PathLike) -> Dict[str, Tensor]:

@@ -138,7 +138,7 @@ class TangentModel(nn.Module):
         ``tm.implementation`` says which one is in use.
     :param channels_last: store the network's 4-D weights (and ``δ``) channels-last and
         convert 4-D inputs likewise. On CPU this made convolutions, depthwise ones most,
-        about twice as fast (``python -m benchmarks.speed``); the numbers are the same.
+        about twice as fast (``python -m benchmarks.tools.speed``); the numbers are the same.
     """
 
     def __init__(

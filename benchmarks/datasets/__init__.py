@@ -27,11 +27,11 @@ size and load time of each offline dataset.
 
 Modules: :mod:`.base` (normalisation, dataset classes, splits), :mod:`.cache`,
 :mod:`.mnist_like`, :mod:`.emoji`, :mod:`.folders`, :mod:`.registry`; install hints and
-:class:`MissingPackageError` live in :mod:`benchmarks.install` (shared with the backbones).
+:class:`MissingPackageError` live in :mod:`benchmarks.datasets.packages` (shared with the backbones).
 Every public name is importable from ``benchmarks.datasets``.
 """
 
-from benchmarks.install import PIP, MissingPackageError
+from benchmarks.datasets.packages import PIP, MissingPackageError
 
 from . import base, cache, emoji, folders, mnist_like, registry
 from .base import *  # noqa: F401,F403

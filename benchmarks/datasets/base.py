@@ -19,7 +19,7 @@ __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
     "CorruptImageError",
     "mean_std", "ImageTensorDataset", "ImageFileDataset", "TRANSFORM_RECIPES", "make_transform", "make_transforms",
-    "resize_size", "split_by_domain", "stratified_split", "stratified_subsample", "subsample",
+    "resize_size", "stratified_split", "stratified_subsample", "subsample",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -129,7 +129,7 @@ class ImageFileDataset(Dataset):
     The transform runs at every ``__getitem__`` (random augmentation stays random: nothing
     transformed is cached). ``decoded`` (optional) serves image ``i`` as an already decoded
     ``uint8`` array ``(H, W, 3)`` instead of reading ``samples[i]`` from disk, e.g. a
-    :class:`benchmarks.loading.DecodedImages` cache of the transform's first ``Resize``;
+    :class:`benchmarks.datasets.loading.DecodedImages` cache of the transform's first ``Resize``;
     it must be picklable, like the rest of the dataset, for DataLoader workers.
     """
 
@@ -210,7 +210,7 @@ def make_transforms(
     (``Resize(r)``, ``RandomCrop(image_size)``, ``RandomHorizontalFlip()``), the evaluation
     one is deterministic (``Resize(r)``, ``CenterCrop(image_size)``); both then ToTensor
     and normalise; ``r`` = :func:`resize_size`. Both start with their ``Resize``, which
-    :class:`benchmarks.loading.DecodedImages` can do once and keep.
+    :class:`benchmarks.datasets.loading.DecodedImages` can do once and keep.
     """
     if recipe not in TRANSFORM_RECIPES:
         raise ValueError(f"transforms={recipe!r}: use one of {', '.join(map(repr, TRANSFORM_RECIPES))}")
@@ -228,14 +228,6 @@ def make_transforms(
         transforms.Resize(resize), transforms.CenterCrop(image_size), *_to_tensor_steps(normalization),
     ])
     return train, evaluation
-
-
-def split_by_domain(dataset: ImageTensorDataset) -> List[ImageTensorDataset]:
-    """One dataset per domain (e.g. per emoji style), in ``domain_names`` order."""
-    if dataset.domains is None or dataset.domain_names is None:
-        raise ValueError("this dataset has no domains")
-    return [dataset.subset(torch.nonzero(dataset.domains == d).flatten()) for d in range(len(dataset.domain_names))]
-
 
 
 def stratified_split(

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmarks.install import PIP, MissingPackageError
+from benchmarks.datasets.packages import PIP, MissingPackageError
 
 from .base import ImageTensorDataset, Normalization, stratified_split
 from .cache import CACHE_VERSION, cache_dir, cached_tensors, digest
@@ -250,7 +250,7 @@ def load_emoji_styles(
     follow Unicode group order. ``styles`` picks / orders the domains.
     ``limit_per_category`` keeps the first k emoji (by name) of each category (for tests).
     Rendering all 7,835 images takes ~half a minute; the result is cached on disk.
-    Use :func:`split_by_domain` to get one dataset per style.
+    One dataset per style: ``dataset.subset(...)`` of the indices where ``domains`` is that style.
     """
     styles = list(styles or EMOJI_STYLES)
     unknown = [s for s in styles if s not in EMOJI_STYLES]

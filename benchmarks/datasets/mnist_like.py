@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from benchmarks.install import PIP, MissingPackageError, package_dir, package_version
+from benchmarks.datasets.packages import PIP, MissingPackageError, package_dir, package_version
 
 from .base import DatasetNotFoundError, ImageTensorDataset, Normalization, stratified_split, subsample
 from .cache import CACHE_VERSION, cached_tensors, digest

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch.utils.data import Dataset
 
-from benchmarks.install import MissingPackageError
+from benchmarks.datasets.packages import MissingPackageError
 
 from .base import DatasetNotFoundError
 from .emoji import CAIROSVG_INSTALL, emoji_install_command, load_emoji_styles

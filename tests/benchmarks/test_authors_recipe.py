@@ -12,12 +12,14 @@ from avalanche.training.plugins import EvaluationPlugin
 from torchvision.models import resnet18, resnet50
 
 from avalanche_tmc import TangentModel
-from benchmarks import backbones, methods
-from benchmarks.builders import linearize_start
-from benchmarks.config import RunConfig
-from benchmarks.methods import TME_GROUP, TrainConfig, build_strategy, groups_for
-from benchmarks.presets import AUTHORS, PRESETS
-from benchmarks.scenarios import authors_shards, class_order, make_scenario
+from benchmarks import methods
+from benchmarks.methods import TME_GROUP, TrainConfig, groups_for
+from benchmarks.methods.build import build_strategy
+from benchmarks.methods.builders import linearize_start
+from benchmarks.networks import backbones
+from benchmarks.protocol.scenarios import authors_shards, class_order, make_scenario
+from benchmarks.runner.config import RunConfig
+from benchmarks.runner.presets import AUTHORS, PRESETS
 from tests.helpers import TinyResNet
 
 

@@ -42,7 +42,7 @@ def test_every_method_runs_end_to_end(tmp_path, scenario):
 
 
 def test_a_run_defined_on_the_command_line_repeats_over_the_main_seeds():
-    from benchmarks.presets import MAIN_SEEDS
+    from benchmarks.runner.presets import MAIN_SEEDS
 
     (only,) = run.resolve_runs(run.parse_args(["--dataset", "digits", "--scenario", "class"]))
     assert only.seeds == MAIN_SEEDS and not only.tuned
@@ -59,8 +59,8 @@ def test_multi_run_presets_refuse_run_defining_overrides():
 @pytest.mark.slow
 def test_offline_main_job(tmp_path):
     """The README's main job: every row over the preset's seeds, mean ± std and the verdicts."""
-    from benchmarks.presets import MAIN_SEEDS
-    from benchmarks.verdicts import verdict_rows
+    from benchmarks.runner.presets import MAIN_SEEDS
+    from tests.benchmarks.oracles import verdict_rows
 
     rows = run.main(["--preset", "offline", "--out", str(tmp_path)])
     finals = {}

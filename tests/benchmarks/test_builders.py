@@ -1,4 +1,4 @@
-"""What the method registry's builders share (benchmarks.builders): the layers a statistics
+"""What the method registry's builders share (benchmarks.methods.builders): the layers a statistics
 head may read, the first-session adaptation candidates, the schedule's milestones, the
 other β and fused optimizer kernels."""
 
@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from avalanche_tmc import Adaptation
-from benchmarks import builders, methods
+from benchmarks import methods
+from benchmarks.methods import builders
 
 
 def test_feature_layers_are_the_chain_stages_with_parameters_before_the_head():
     from torch import nn
 
-    from benchmarks.trunk import ChainSegment
+    from benchmarks.networks.trunk import ChainSegment
 
     chain = ChainSegment([("conv", nn.Conv2d(1, 4, 3)), ("act", nn.ReLU()), ("bn", nn.BatchNorm2d(4)),
                           ("pool", nn.AdaptiveAvgPool2d(1)), ("fc", nn.Linear(4, 3))])
@@ -41,7 +42,7 @@ def test_decay_milestones_and_the_other_beta():
 @pytest.mark.parametrize("make", [lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
                                   lambda ps: torch.optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
 def test_fused_kernels_make_the_same_updates(make):
-    from benchmarks.builders import use_fused_kernels  # noqa: F401
+    from benchmarks.methods.builders import use_fused_kernels  # noqa: F401
 
     torch.manual_seed(0)
     start = [torch.randn(5, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]

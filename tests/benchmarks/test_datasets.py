@@ -17,6 +17,7 @@ import torch
 from benchmarks import datasets as D
 from benchmarks.datasets import cache as dataset_cache
 from benchmarks.datasets import mnist_like
+from tests.benchmarks.oracles import split_by_domain
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 
@@ -353,7 +354,7 @@ def test_emoji_styles_small_split_by_emoji():
     )
     assert train.classes == [c for c in D.EMOJI_CATEGORIES if c != "Flags"]
     assert train.domain_names == list(D.EMOJI_STYLES)
-    per_style = D.split_by_domain(test)
+    per_style = split_by_domain(test)
     assert len(per_style) == 5 and all(d.names == per_style[0].names for d in per_style)
     assert not set(train.names) & set(test.names)
     assert len(train) + len(test) == 5 * 8 * 4
@@ -378,7 +379,8 @@ def test_emoji_styles_full_render():
 
 @needs_lite0
 def test_efficientnet_lite0_timm_matches_the_wheel_implementation(one_thread):
-    from benchmarks.backbones import load_backbone, reference_efficientnet_lite0
+    from benchmarks.networks.backbones import load_backbone
+    from tests.benchmarks.oracles import reference_efficientnet_lite0
 
     ours, reference = load_backbone("efficientnet_lite0"), reference_efficientnet_lite0().eval()
     torch.manual_seed(0)
@@ -395,7 +397,7 @@ def test_efficientnet_lite0_recognises_a_natural_image(one_thread):
     import torch.nn.functional as F
     from sklearn.datasets import load_sample_image
 
-    from benchmarks.backbones import input_stats, load_backbone
+    from benchmarks.networks.backbones import input_stats, load_backbone
 
     mean, std = (torch.tensor(v).view(3, 1, 1) for v in input_stats("efficientnet_lite0"))
     image = torch.from_numpy(load_sample_image("china.jpg")).permute(2, 0, 1).float() / 255
@@ -408,7 +410,8 @@ def test_efficientnet_lite0_recognises_a_natural_image(one_thread):
 
 @needs_lite0
 def test_jvp_through_efficientnet_lite0_and_timing_helper(one_thread):
-    from benchmarks.backbones import load_backbone, time_backbone
+    from benchmarks.networks.backbones import load_backbone
+    from benchmarks.tools.backbone_time import time_backbone
 
     times = time_backbone(load_backbone("efficientnet_lite0"), batch=2, image_size=32, repeats=1)
     assert set(times) == {"forward", "forward_backward", "jvp", "jvp_backward"}
@@ -416,7 +419,7 @@ def test_jvp_through_efficientnet_lite0_and_timing_helper(one_thread):
 
 
 def test_backbone_weights_file_round_trip_and_errors(tmp_path, one_thread):
-    from benchmarks.backbones import WeightsNotFoundError, load_backbone
+    from benchmarks.networks.backbones import WeightsNotFoundError, load_backbone
 
     model = load_backbone("resnet18", pretrained=False)
     torch.save({"state_dict": model.state_dict()}, tmp_path / "r18.pt")
@@ -435,7 +438,7 @@ def test_a_missing_weights_file_raises_the_librarys_one_weights_error(tmp_path, 
     from safetensors.torch import save_file
 
     import avalanche_tmc
-    from benchmarks import backbones
+    from benchmarks.networks import backbones
 
     assert backbones.WeightsNotFoundError is avalanche_tmc.WeightsNotFoundError
     with pytest.raises(FileNotFoundError) as info:

@@ -5,7 +5,7 @@ the new head only, and the classes split into disjoint experiences."""
 import torch
 
 from avalanche_tmc import find_head
-from benchmarks.factories import data, model
+from benchmarks.runner.cli_factories import data, model
 
 
 def test_the_command_line_default_factories_build_the_tiny_preset():

@@ -1,4 +1,4 @@
-"""``python -m benchmarks.gpu_check``: its plan, the numbers it reads from the steps' output,
+"""``python -m benchmarks.tools.gpu_check``: its plan, the numbers it reads from the steps' output,
 its report, and (second tier) the whole dry run on the CPU."""
 
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_check
-from benchmarks.gpu_check import Step, StepResult, images_per_second, plan, report, speed_rows
+from benchmarks.tools import gpu_check
+from benchmarks.tools.gpu_check import Step, StepResult, images_per_second, plan, report, speed_rows
 
 
 def test_images_per_second_is_the_median_of_the_progress_lines():
@@ -22,8 +22,8 @@ def test_images_per_second_is_the_median_of_the_progress_lines():
 
 
 def test_speed_rows_read_the_table_speed_writes():
-    from benchmarks.speed import format_training_table
-    from benchmarks.speed_timing import NETWORKS
+    from benchmarks.tools.speed import format_training_table
+    from benchmarks.tools.speed_timing import NETWORKS
 
     mb = 2**20
     results = [{"spec": NETWORKS["resnet50@224"], "train": {"plain": 0.200, "generic": 0.400, "fast": 0.250},
@@ -51,7 +51,7 @@ def test_plan_on_a_gpu_and_in_a_dry_run(tmp_path):
     assert "paper-epoch-fp16" not in dry  # fp16 autocast is for CUDA
     assert all("cuda" not in s.argv for s in dry.values())
     # the device-sensitive tests named on the GPU exist
-    root = Path(gpu_check.__file__).resolve().parents[1]
+    root = Path(gpu_check.__file__).resolve().parents[2]
     assert all((root / t).exists() for t in gpu_check.DEVICE_TESTS)
 
 
@@ -61,7 +61,8 @@ def test_report_shows_each_step_s_status_and_the_output_of_failures():
     failed = StepResult(Step("speed", [sys.executable], 10), 3, 1.0, "line\nTraceback: boom")
     hung = StepResult(Step("device-tests", [sys.executable], 10), None, 10.0, "")
     skipped = StepResult(Step("nccl", [sys.executable], 10, skipped="1 GPU(s): NCCL needs two"), None, 0.0, "")
-    text = report([ok, failed, hung, skipped], device_name="NVIDIA H100", command="python -m benchmarks.gpu_check",
+    text = report([ok, failed, hung, skipped], device_name="NVIDIA H100",
+                  command="python -m benchmarks.tools.gpu_check",
                   dry_run=False)
     assert "| paper-epoch-bf16 | passed | 12 | 300 | 70% / 90% | 4,000 MiB |" in text
     assert "| speed | failed (exit 3) |" in text and "Traceback: boom" in text

@@ -15,9 +15,9 @@ from torchvision import transforms as T
 
 from benchmarks.datasets import base as B
 from benchmarks.datasets.folders import load_caltech256, load_mit67, load_oxford_pets, load_tinyimagenet
+from benchmarks.datasets.loading import DecodedImages, dataloader_kwargs, decode_once, default_workers, is_in_memory
 from benchmarks.datasets.synthetic import main as synthetic_main
 from benchmarks.datasets.synthetic import make_image_folder, synthetic_image
-from benchmarks.loading import DecodedImages, dataloader_kwargs, decode_once, default_workers, is_in_memory
 
 NORMALIZE = T.Normalize(list(B.IMAGENET_MEAN), list(B.IMAGENET_STD))
 
@@ -174,7 +174,7 @@ class _MarkWorker:
 def test_a_strategy_trains_and_evaluates_with_two_workers(folder, tmp_path):
     from avalanche.training import Naive
 
-    from benchmarks.scenarios import class_incremental
+    from benchmarks.protocol.scenarios import class_incremental
 
     train, test = load_caltech256(folder, image_size=32, train_per_class=3, transforms="authors")
     train.transform = _MarkWorker(train.transform, tmp_path)

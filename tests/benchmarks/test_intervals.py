@@ -1,12 +1,13 @@
-"""Mean, standard deviation, paired 95% intervals and the verdict rule (benchmarks.intervals,
-benchmarks.verdicts) against independent computations: SciPy's Student t and numbers
+"""Mean, standard deviation, paired 95% intervals and the verdict rule (benchmarks.results.intervals,
+benchmarks.results.claims) against independent computations: SciPy's Student t and numbers
 worked out by hand."""
 
 import math
 
 import pytest
 
-from benchmarks.intervals import (
+from benchmarks.results.claims import NO_VERDICT, verdict_table, withheld_reason
+from benchmarks.results.intervals import (
     FAILS,
     HOLDS,
     NOT_RESOLVED,
@@ -17,7 +18,7 @@ from benchmarks.intervals import (
     t_quantile,
     verdict,
 )
-from benchmarks.verdicts import NO_VERDICT, verdict_rows, verdict_table, withheld_reason
+from tests.benchmarks.oracles import verdict_rows
 
 
 def test_t_quantile_matches_scipy():
@@ -107,7 +108,7 @@ def test_the_best_rival_claims_compare_with_the_rival_of_the_highest_mean():
     assert only_er["TMC > the best replay method (ER, DER)"]["verdict"] == HOLDS
 
 
-# Holm's step-down procedure (benchmarks.intervals.holm) and the table's family of claims
+# Holm's step-down procedure (benchmarks.results.intervals.holm) and the table's family of claims
 
 
 def test_holm_by_hand_with_claims_resolved_only_before_the_adjustment():
@@ -250,8 +251,8 @@ def test_a_smoke_run_prints_numbers_and_says_why_it_gives_no_verdicts():
 
 
 def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
-    from benchmarks.presets import PRESETS
-    from benchmarks.tables import write_markdown
+    from benchmarks.results.tables import write_markdown
+    from benchmarks.runner.presets import PRESETS
 
     (tiny,) = PRESETS["tiny"]
     rows = [dict(r, dataset="digits", tasks=2, backbone="b", train_seconds=1.0, eval_seconds=1.0, regime="r",
@@ -267,8 +268,8 @@ def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machin
     15.7 points); tangent and training-free rows did not. TMC > Soup clears 0 after Holm by
     less than Soup's margin at 5 seeds: not resolved across machines; TMC > TMC-Seq (both
     tangent, margin 0) by as little still holds."""
-    from benchmarks.machines import write_spread_csv
-    from benchmarks.verdicts import ACROSS_MACHINES, SINGLE_SEED_MOVE, machine_margin, measured_mean_shift
+    from benchmarks.results.claims import ACROSS_MACHINES, SINGLE_SEED_MOVE, machine_margin, measured_mean_shift
+    from benchmarks.tools.spread import write_spread_csv
 
     write_spread_csv([dict(dataset="d", scenario="class", tasks=2, regime="r", method="joint", seeds="0 1 2",
                            machine_a="a", mean_a=0.80, machine_b="b", mean_b=0.75, max_seed_difference=0.1)],

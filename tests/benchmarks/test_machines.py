@@ -1,10 +1,12 @@
-"""The cross-machine comparison of two results files (benchmarks.machines) against numbers
+"""The cross-machine comparison of two results files (benchmarks.tools.spread) against numbers
 worked out by hand, and its generated block."""
 
 import pytest
 
-from benchmarks.machines import machine_spread, read_spread_csv, spread_table, write_spread_csv
 from benchmarks.report import generated_block
+from benchmarks.results.spread import read_spread_csv
+from benchmarks.results.tables import spread_table
+from benchmarks.tools.spread import machine_spread, write_spread_csv
 
 
 def _rows(finals, scenario="class"):
@@ -33,7 +35,7 @@ def test_spread_over_the_seeds_both_machines_ran(tmp_path):
 ])
 def test_a_spread_file_with_a_bad_accuracy_is_refused_naming_its_line(tmp_path, edit, message):
     """Issue 42, class 5: the report reads a machine comparison as strictly as a results file."""
-    from benchmarks.results_io import ReportFileError
+    from benchmarks.results.files import ReportFileError
 
     here = _rows({"tmc": {0: 0.50}, "soup": {0: 0.42}})
     path = write_spread_csv(machine_spread(here, here, "here", "there"), tmp_path / "spread.csv")
@@ -44,7 +46,7 @@ def test_a_spread_file_with_a_bad_accuracy_is_refused_naming_its_line(tmp_path, 
 
 
 def test_a_spread_file_with_a_duplicated_row_is_refused(tmp_path):
-    from benchmarks.results_io import ReportFileError
+    from benchmarks.results.files import ReportFileError
 
     here = _rows({"tmc": {0: 0.50}})
     path = write_spread_csv(machine_spread(here, here, "here", "there"), tmp_path / "spread.csv")

@@ -8,21 +8,21 @@ import pytest
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
 
+from avalanche_tmc import Adaptation
 from baselines import BUILTIN_METHODS
 from benchmarks import methods
 from benchmarks.methods import (
     Row,
     TrainConfig,
-    build_strategy,
-    component_forwards,
-    component_row,
+    catalogue,
     groups_for,
     joint_methods,
     method_groups,
     method_names,
     register_method,
-    select_row,
+    registry,
 )
+from benchmarks.methods.build import build_strategy, component_forwards, component_row, select_row
 from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 
@@ -88,8 +88,8 @@ def test_groups_for_keeps_only_requested_rows_and_refuses_unknown_ones():
 
 
 def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch):
-    monkeypatch.setattr(methods, "_GROUPS", dict(methods._GROUPS))
-    monkeypatch.setattr(methods, "_ROWS", dict(methods._ROWS))
+    monkeypatch.setattr(registry, "_GROUPS", dict(registry._GROUPS))
+    monkeypatch.setattr(registry, "_ROWS", dict(registry._ROWS))
     with pytest.raises(ValueError, match="already registered"):
         register_method("tmc-again", Row("tmc", "TMC", "O(1)"))
     with pytest.raises(ValueError, match="select"):
@@ -105,20 +105,24 @@ def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch)
     assert method_info("new") == ("New", "O(1) (new)", "none", True)
 
 
-def test_builtin_rows_must_name_an_avalanche_baseline():
+def test_builtin_rows_must_name_an_avalanche_baseline(monkeypatch):
+    """Checked when the strategy is built (the registry imports no Avalanche, nor baselines)."""
+    monkeypatch.setattr(registry, "_GROUPS", dict(registry._GROUPS))
+    monkeypatch.setattr(registry, "_ROWS", dict(registry._ROWS))
+    catalogue._register_builtin(Row("icarl", "iCaRL", "O(1)"))
     with pytest.raises(ValueError, match="BUILTIN_METHODS"):
-        methods._register_builtin(Row("icarl", "iCaRL", "O(1)"))
+        registry._GROUPS["icarl"].build(None, None, {})
 
 
 def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice():
     from types import SimpleNamespace
 
-    one = methods.Adaptation("none")
+    one = Adaptation("none")
     alone = SimpleNamespace(adaptation_scores=[], adaptation_choice=one, adapted_on=0)
-    assert methods._describe_adaptation(alone).endswith("(the only candidate)")
-    layer = methods.Adaptation("none", layer="stages.blocks_4")
+    assert catalogue._describe_adaptation(alone).endswith("(the only candidate)")
+    layer = Adaptation("none", layer="stages.blocks_4")
     chosen = SimpleNamespace(adaptation_scores=[(one, 0.5), (layer, 0.75)], adaptation_choice=layer, adapted_on=0)
-    assert methods._describe_adaptation(chosen) == (
+    assert catalogue._describe_adaptation(chosen) == (
         "adapted on experience 0: none (pre-trained features); features: pooled stages.blocks_4 (validation 0.750, "
         "best of 2 candidates; pre-trained features at the head's input: 0.500)")
 

@@ -1,4 +1,4 @@
-"""The runner's output folder (benchmarks.outdir, issue 30 cases 12 and 17): one invocation
+"""The runner's output folder (benchmarks.runner.outdir, issue 30 cases 12 and 17): one invocation
 at a time (a lock naming the other run's pid), settings that would drop earlier results
 refused, and the planned runs still missing named in results.md and status.json. The
 functions are called directly; the runner's ``main`` with its training replaced by
@@ -13,10 +13,11 @@ import textwrap
 
 import pytest
 
-from benchmarks import outdir, report
-from benchmarks.config import Options, RunConfig
-from benchmarks.presets import MAIN_REGIME, PRESETS
-from benchmarks.refusals import EXIT_REFUSED, Refusal
+from benchmarks import report
+from benchmarks.runner import outdir
+from benchmarks.runner.config import Options, RunConfig
+from benchmarks.runner.presets import MAIN_REGIME, PRESETS
+from benchmarks.runner.refusals import EXIT_REFUSED, Refusal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,9 +61,9 @@ def test_a_lock_held_by_another_process_names_it_and_dies_with_it(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from benchmarks import outdir
-            from benchmarks.config import Options, RunConfig
-            from benchmarks.presets import PRESETS
+            from benchmarks.runner import outdir
+            from benchmarks.runner.config import Options, RunConfig
+            from benchmarks.runner.presets import PRESETS
             with outdir.claim({out!r}, [RunConfig.from_dict(r) for r in PRESETS["offline"]], Options()):
                 print("held", flush=True)
                 time.sleep(60)

@@ -13,8 +13,8 @@ import torch
 
 from benchmarks import run
 from benchmarks.datasets.synthetic import make_image_folder
-from benchmarks.presets import PRESETS
-from benchmarks.refusals import EXIT_REFUSED, command_line
+from benchmarks.runner.presets import PRESETS
+from benchmarks.runner.refusals import EXIT_REFUSED, command_line
 
 ROOT = Path(__file__).resolve().parents[2]
 # small enough for a test: ResNet-18 at 32 px (random weights from a file), one epoch

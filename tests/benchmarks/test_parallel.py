@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from avalanche_tmc.distributed import ParallelTrainingError, train_parallel
-from benchmarks.methods import TrainConfig, build_strategy, method_groups
-from benchmarks.parallel import ParallelTrainer, make_trainer, parallelisable
+from benchmarks.methods import TrainConfig, method_groups
+from benchmarks.methods.build import build_strategy
+from benchmarks.runner.gloo_training import ParallelTrainer, make_trainer, parallelisable
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits, randomize_batchnorm
 
 GROUPS = {g.name: g for g in method_groups()}

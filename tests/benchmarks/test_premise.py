@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from benchmarks.intervals import PairedDifference
-from benchmarks.premise import (
+from benchmarks.results.intervals import PairedDifference
+from benchmarks.results.premise import (
     MET,
     NOT_MET,
     UNRESOLVED,
@@ -77,7 +77,7 @@ def test_the_table_and_the_map_show_the_means_the_intervals_and_the_status(tmp_p
     half = 100 * T_975_2 * math.sqrt(0.0003) / math.sqrt(3)  # the gap's differences 1, 4, 1 points: std sqrt(3)
     assert f"+2.0 [{2.0 - half:+.1f}, {2.0 + half:+.1f}]" in table and table.rstrip().endswith("not resolved |")
     from benchmarks.report import generated_block
-    from benchmarks.results_io import write_csv
+    from benchmarks.results.files import write_csv
 
     for name in ("32px", "64px"):
         write_csv(_rows(FINALS, seconds=12.0), tmp_path / name / "results.csv")
@@ -96,7 +96,7 @@ def test_the_committed_map_is_what_its_folders_give():
     recomputed from the committed results folders it names: no figure of it by hand."""
     from pathlib import Path
 
-    from benchmarks.premise import read_map_csv
+    from benchmarks.results.premise import read_map_csv
 
     root = Path(__file__).resolve().parents[2] / "docs" / "results" / "premise-map"
     committed = read_map_csv(root / "map.csv")
@@ -107,7 +107,7 @@ def test_the_committed_map_is_what_its_folders_give():
 
 
 def test_the_order_line_says_per_run_whether_the_order_varied_with_the_seed():
-    from benchmarks.tables import markdown_table
+    from benchmarks.results.tables import markdown_table
 
     varied = [dict(r, data_seed=r["seed"]) for r in _rows(FINALS)]
     fixed = [dict(r, data_seed=7, scenario="data") for r in _rows(FINALS)]

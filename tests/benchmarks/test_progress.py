@@ -1,4 +1,4 @@
-"""The runner's per-epoch progress line (benchmarks.progress): epochs counted 1..K within
+"""The runner's per-epoch progress line (benchmarks.runner.epoch_log): epochs counted 1..K within
 each experience, images counted from the minibatches."""
 
 import io
@@ -7,7 +7,7 @@ import torch
 from avalanche.training.supervised import Naive
 from torch import nn
 
-from benchmarks.progress import EpochProgressPlugin
+from benchmarks.runner.epoch_log import EpochProgressPlugin
 from tests.helpers import NUM_CLASSES, quiet_evaluator, small_benchmark
 
 

@@ -93,7 +93,7 @@ def test_the_report_reads_a_file_s_kind_from_the_file_never_from_its_header(rows
     """Every CSV of the runner says what it holds in its last column; a results file whose
     kind column was edited to another kind, or one without the column, is refused rather
     than guessed (a tuning file with a results-like header, say)."""
-    from benchmarks.results_io import csv_kind, write_rows_csv
+    from benchmarks.results.files import csv_kind, write_rows_csv
 
     assert csv_kind(write_csv(rows, tmp_path / "r.csv")) == "results"
     assert csv_kind(report.write_tuning_csv([dict(dataset="d", lr=0.1)], tmp_path / "t.csv")) == "tuning"
@@ -195,7 +195,7 @@ def test_paragon_notes(rows):
     md = markdown_table(rows)
     assert "- Paragon, C-mnist_like_30 (5 tasks, from blocks.6): Joint 95.00" in md
     assert "- Paragon, D-emoji_like (3 tasks)" not in md  # Joint and Joint-Tangent: in the premise table
-    from benchmarks.premise import premise_table
+    from benchmarks.results.premise import premise_table
 
     assert "| D-emoji_like (3 tasks) | 97.0 | 96.0 | 90.0 | – | +1.0 | +6.0 | – | not resolved |" in premise_table(rows)
 
@@ -478,7 +478,7 @@ def test_a_fence_marker_quoted_inside_a_code_block_does_not_end_it(tmp_path, fen
 @pytest.mark.parametrize("fence, closing", [("```", "   ```"), ("```", "```   "), ("```", "`````"),
                                             ("~~~", "  ~~~~ \t"), ("````", "````")])
 def test_a_closing_fence_may_be_indented_3_spaces_longer_and_followed_by_spaces(tmp_path, fence, closing):
-    from benchmarks.readme_blocks import closes_fence
+    from benchmarks.results.readme_blocks import closes_fence
 
     assert closes_fence(closing, fence)
     readme = _page(tmp_path, f"{fence}\ncode\n{closing}\n{BEGIN_R}\nstale\n{report.GENERATED_END}\n")
@@ -544,7 +544,7 @@ def test_the_main_job_table_has_a_column_per_scenario_and_a_cell_per_promised_ro
     """Rows of the main preset's methods in class-IL, its task-IL evaluation (reused
     training) and data-IL: three columns, every promised row with a number in each (TMC-Seq
     in data-IL only), the reuse said in the notes and the timing table."""
-    from benchmarks.presets import MAIN_SEEDS, PRESETS
+    from benchmarks.runner.presets import MAIN_SEEDS, PRESETS
 
     class_run, data_run = PRESETS["offline"]
     promised = {"class": class_run["methods"].split(","), "task": class_run["methods"].split(","),

@@ -74,7 +74,7 @@ def test_the_report_given_another_kind_of_csv_names_the_missing_columns(tmp_path
 
 @pytest.mark.parametrize("source", ["tuning", "spread", "variance"])
 def test_the_machine_comparison_given_another_kind_of_csv_says_what_it_expects(tmp_path, capsys, source):
-    from benchmarks import machines
+    from benchmarks.tools import spread as machines
 
     with pytest.raises(SystemExit) as exit_info:
         machines.main([str(OTHER_FILES[source]), str(OTHER_FILES["results"]), "--out", str(tmp_path / "s.csv")])
@@ -98,7 +98,7 @@ DIGITS = ["--dataset", "digits", *QUICK]
 def _runner(argv, capsys):
     """(exit code, the one stderr line) of ``python -m benchmarks.run argv``, in-process."""
     from benchmarks import run
-    from benchmarks.refusals import command_line
+    from benchmarks.runner.refusals import command_line
 
     code = command_line(run.main, "python -m benchmarks.run", argv)
     err = capsys.readouterr().err
@@ -165,9 +165,9 @@ def test_a_corrupt_image_is_named_and_leaves_no_settings_behind(folder, weights,
 
 def test_a_failure_before_any_run_finished_restores_the_settings(tmp_path):
     """The folder's settings and status are put back (or removed) when nothing finished; kept once a run did."""
-    from benchmarks import outdir
-    from benchmarks.config import Options, RunConfig
-    from benchmarks.presets import PRESETS
+    from benchmarks.runner import outdir
+    from benchmarks.runner.config import Options, RunConfig
+    from benchmarks.runner.presets import PRESETS
 
     runs = [RunConfig.from_dict(dict(PRESETS["offline"][0]))]
     out = tmp_path / "out"
@@ -215,7 +215,7 @@ def test_an_oserror_while_writing_the_results_is_one_line(tmp_path, capsys, monk
 
 def test_every_runner_option_has_help():
     """Seven options had no help text."""
-    from benchmarks.run_args import build_parser
+    from benchmarks.runner.arguments import build_parser
 
     parser = build_parser()
     assert [a.option_strings for a in parser._actions if not (a.help or "").strip()] == []
@@ -240,14 +240,14 @@ def test_the_runner_s_help_imports_neither_torch_nor_avalanche():
     (5, 5, 3725.0, "5/5 method groups done, 1h02m elapsed, ETA 0s"),
 ])
 def test_the_main_job_s_progress_line_has_the_elapsed_time_and_an_eta(done, total, elapsed, line):
-    from benchmarks.progress import groups_progress
+    from benchmarks.runner.epoch_log import groups_progress
 
     assert groups_progress(done, total, elapsed) == line
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_run_tasks_reports_each_finished_task_in_this_process(jobs):
-    from benchmarks.jobs import run_tasks
+    from benchmarks.runner.forked_jobs import run_tasks
 
     reported = []
     assert run_tasks(abs, [-3, -1, -2], jobs, on_done=reported.append) == [3, 1, 2]

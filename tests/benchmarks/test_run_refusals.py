@@ -60,7 +60,7 @@ def test_runner_refuses_counts_beyond_their_documented_bound(argv, message, caps
 
 def test_runner_accepts_counts_at_their_bound():
     from benchmarks import run
-    from benchmarks.run_args import MAX_EPOCHS, MAX_SEEDS, MAX_TASKS
+    from benchmarks.runner.arguments import MAX_EPOCHS, MAX_SEEDS, MAX_TASKS
 
     args = run.parse_args(["--seeds", str(MAX_SEEDS), "--tasks", str(MAX_TASKS), "--epochs", str(MAX_EPOCHS),
                            "--data-seed", "2147483647"])
@@ -76,7 +76,8 @@ def test_runner_accepts_good_arguments():
 
 
 def test_report_files_are_written_atomically(tmp_path, monkeypatch):
-    from benchmarks import report, results_io
+    from benchmarks import report
+    from benchmarks.results import files as results_io
 
     rows = [dict(dataset="d", scenario="class", tasks=1, backbone="b", method="tmc", model="composed",
                  after_task=1, eval_exp="all", accuracy=0.5, train_seconds=1.0, eval_seconds=0.1)]
@@ -120,7 +121,7 @@ def test_projection_dim_reaches_the_heads_and_keeps_earlier_folders_settings():
     """``--projection-dim`` is the M of every RanPAC-style head's training config; the default
     M is left out of the settings, so a folder written before the option existed still matches."""
     from benchmarks import run
-    from benchmarks.config import DEFAULT_PROJECTION_DIM, Options, progress_key, train_config
+    from benchmarks.runner.config import DEFAULT_PROJECTION_DIM, Options, progress_key, train_config
 
     (small,) = run.resolve_runs(run.parse_args(["--dataset", "digits", "--projection-dim", "64"]))
     (default,) = run.resolve_runs(run.parse_args(["--dataset", "digits"]))
@@ -132,7 +133,7 @@ def test_projection_dim_reaches_the_heads_and_keeps_earlier_folders_settings():
 
 def test_a_misspelled_preset_gets_a_suggestion():
     from benchmarks import run
-    from benchmarks.refusals import Refusal
+    from benchmarks.runner.refusals import Refusal
 
     with pytest.raises(Refusal, match="Unknown preset 'offlin'; did you mean 'offline'\\? choose from: offline, "):
         run.resolve_runs(run.parse_args(["--preset", "offlin"]))
@@ -147,9 +148,10 @@ def test_amp_init_scale_reaches_the_float16_plugin_and_is_refused_without_it(cap
     refused; unset, it is absent from the settings so that earlier folders still match."""
     from avalanche_tmc import AutocastPlugin
     from benchmarks import run
-    from benchmarks.config import progress_key, train_config
-    from benchmarks.methods import build_strategy, method_groups
-    from benchmarks.refusals import Refusal
+    from benchmarks.methods import method_groups
+    from benchmarks.methods.build import build_strategy
+    from benchmarks.runner.config import progress_key, train_config
+    from benchmarks.runner.refusals import Refusal
     from tests.helpers import TinyResNet
 
     args = run.parse_args(["--dataset", "digits", "--amp", "fp16", "--amp-init-scale", "256", "--device", "cpu"])

