@@ -149,11 +149,12 @@ def check_backbone(run: RunConfig, options: Options) -> None:
     """Refuse an unknown backbone, or one whose package or weights are not on this machine
     (the runner never downloads), or whose weights file is damaged: its SHA-256 does not
     match the hash in its name."""
+    from avalanche_tmc.factories.models import WeightsNotFoundError, check_hub_hash
     from benchmarks.networks.backbones import (
-        check_hub_hash,
         efficientnet_lite0_weights_path,
         find_weights,
         resolve_backbone,
+        timm_backbone,
     )
 
     try:
@@ -171,8 +172,10 @@ def check_backbone(run: RunConfig, options: Options) -> None:
     elif source == "torchvision":
         check_hub_hash(find_weights(name, run.imagenet_weights))
     else:
-        raise Refusal(f"timm backbone {name!r}: the runner never downloads weights; save its state dict and pass "
-                      "--weights PATH.")
+        try:  # the user's own cache of its pretrained tag, else a refusal saying how to fill it
+            timm_backbone(name)
+        except WeightsNotFoundError as error:
+            raise Refusal(str(error)) from None
 
 
 def check_weights(run: RunConfig, options: Options, checked: set) -> None:

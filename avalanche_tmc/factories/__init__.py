@@ -33,10 +33,13 @@ from .benchmarks import (
 )
 from .models import (
     WeightsNotFoundError,
+    check_hub_hash,
     digits_cnn,
+    hub_checkpoint_dir,
     load_weights,
     read_state_dict,
     small_cnn,
+    timm_cached_file,
     timm_model,
     torchvision_model,
 )
@@ -44,5 +47,5 @@ from .models import (
 __all__ = [
     "digits", "digits_splits", "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
     "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights", "read_state_dict",
-    "DatasetNotFoundError", "WeightsNotFoundError",
+    "hub_checkpoint_dir", "check_hub_hash", "timm_cached_file", "DatasetNotFoundError", "WeightsNotFoundError",
 ]

@@ -20,7 +20,9 @@ components it trains compose. Keyword options only, so the command line can call
 """
 
 import contextlib
+import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Union
@@ -28,8 +30,8 @@ from typing import Any, Dict, Iterator, Optional, Union
 import torch
 from torch import Tensor, nn
 
-__all__ = ["WeightsNotFoundError", "read_state_dict", "load_weights", "small_cnn", "digits_cnn", "torchvision_model",
-           "timm_model"]
+__all__ = ["WeightsNotFoundError", "read_state_dict", "load_weights", "hub_checkpoint_dir", "check_hub_hash",
+           "timm_cached_file", "small_cnn", "digits_cnn", "torchvision_model", "timm_model"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -44,9 +46,14 @@ class WeightsNotFoundError(FileNotFoundError):
 def read_state_dict(path: PathLike) -> Dict[str, Tensor]:
     """The state dict in ``path``: a ``.safetensors`` file, or a ``torch.save`` file read
     with ``weights_only=True`` (tensors only), bare or inside a checkpoint dict under
-    ``state_dict`` / ``model`` / ``model_state_dict``; anything else is a ``ValueError``.
-    Keys are returned as saved (the benchmark runner strips a DataParallel ``module.``)."""
-    path = Path(path)
+    ``state_dict`` / ``model`` / ``model_state_dict``; a ``module.`` prefix that
+    ``nn.DataParallel`` puts on every key is stripped. A missing file is a
+    :class:`WeightsNotFoundError`, anything but a state dict a ``ValueError``. The one reader
+    of weights files: the factories below and the benchmark runner's backbones use it."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WeightsNotFoundError(f"weights file {path} does not exist. Pass weights=<path of a state dict saved "
+                                   "with torch.save(model.state_dict(), path)>; nothing is downloaded at run time.")
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -58,20 +65,44 @@ def read_state_dict(path: PathLike) -> Dict[str, Tensor]:
             state = state[key]
     if not isinstance(state, dict):
         raise ValueError(f"{path} holds a {type(state).__name__}, not a state dict.")
-    return state
+    return {re.sub(r"^module\.", "", k): v for k, v in state.items()}
 
 
 def load_weights(net: nn.Module, path: PathLike) -> nn.Module:
-    """Load the state dict in ``path`` (``.safetensors``, or a ``torch.save`` file read with
-    ``weights_only=True``) into ``net``, strictly; returns ``net``."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise WeightsNotFoundError(f"No weights file {path}. Pass weights=<a state dict file> that exists.")
+    """Load the state dict in ``path`` (:func:`read_state_dict`) into ``net``, strictly;
+    returns ``net``."""
     missing, unexpected = net.load_state_dict(read_state_dict(path), strict=False)
     if missing or unexpected:
         raise ValueError(f"{path} does not fit {type(net).__name__}: missing {missing[:5]}, unexpected "
                          f"{unexpected[:5]}{' ...' if len(missing) > 5 or len(unexpected) > 5 else ''}.")
     return net
+
+
+_HUB_HASH = re.compile(r"-([0-9a-f]{8,})\.pth?$")
+
+
+def hub_checkpoint_dir() -> Path:
+    """Where torch keeps downloaded weights (``torch.hub.get_dir()/checkpoints``): the cache
+    the torchvision weights are read from, never filled here."""
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+def check_hub_hash(path: PathLike) -> None:
+    """A file named like torch hub's downloads (``name-<hex>.pth``) must have a SHA-256
+    starting with that hex (torch hub's own check): else :class:`WeightsNotFoundError`
+    (a truncated or different file). Other names are not checked."""
+    path = Path(path)
+    match = _HUB_HASH.search(path.name)
+    if match is None:
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if not digest.hexdigest().startswith(match.group(1)):
+        raise WeightsNotFoundError(f"weights file {path} is damaged or not the published one: its SHA-256 "
+                                   f"{digest.hexdigest()[:16]}... does not start with {match.group(1)}, as its name "
+                                   "says; download it again.")
 
 
 @contextlib.contextmanager
@@ -211,7 +242,7 @@ def torchvision_model(*, name: str = "resnet18", num_classes: Optional[int] = 10
     except KeyError:
         raise ValueError(f"torchvision has no weights {weights!r} for {name!r} (and no such file); its weights: "
                          f"{[w.name for w in torchvision.models.get_model_weights(name)]}.") from None
-    file = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(entry.url)
+    file = hub_checkpoint_dir() / os.path.basename(entry.url)
     if not file.is_file():
         raise WeightsNotFoundError(
             f"torchvision's {name} weights {entry} are not in torch's cache ({file}). Fill the cache once where "
@@ -221,8 +252,9 @@ def torchvision_model(*, name: str = "resnet18", num_classes: Optional[int] = 10
     return _with_head(load_weights(net, file), num_classes, seed)
 
 
-def _timm_cached_file(net: nn.Module) -> Optional[Path]:
-    """The cached weights of a timm model's pretrained tag (Hugging Face cache, then torch's)."""
+def timm_cached_file(net: nn.Module) -> Optional[Path]:
+    """The cached weights of a timm model's pretrained tag (the Hugging Face cache, then
+    torch's), or None: read where the user's own downloads put them, never downloaded."""
     cfg = dict(getattr(net, "pretrained_cfg", None) or {})
     if cfg.get("hf_hub_id"):
         from huggingface_hub import try_to_load_from_cache
@@ -232,7 +264,7 @@ def _timm_cached_file(net: nn.Module) -> Optional[Path]:
             if isinstance(found, str) and os.path.isfile(found):
                 return Path(found)
     if cfg.get("url"):
-        file = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(cfg["url"])
+        file = hub_checkpoint_dir() / os.path.basename(cfg["url"])
         if file.is_file():
             return file
     return None
@@ -254,7 +286,7 @@ def timm_model(*, name: str = "resnet18", num_classes: Optional[int] = 10, weigh
         return _with_head(net, num_classes, seed)
     if weights != "cache":
         return _with_head(load_weights(net, weights), num_classes, seed)
-    file = _timm_cached_file(net)
+    file = timm_cached_file(net)
     if file is None:
         cfg = getattr(net, "pretrained_cfg", {}) or {}
         raise WeightsNotFoundError(

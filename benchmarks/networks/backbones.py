@@ -14,14 +14,18 @@
   mean = std = 0.5 (``normalization="inception"`` in :mod:`benchmarks.datasets`).
 * any torchvision model (``resnet18``, ``resnet50``, ... or ``torchvision:<name>``) and any
   timm model (``timm:<name>``, or a plain name torchvision lacks): weights from ``weights=PATH``
-  (a local state-dict file) or, for a torchvision model with ``pretrained=True`` and no path,
-  torch's cache (:func:`find_weights`). ``pretrained=False`` gives random weights.
+  (a local state-dict file) or, with ``pretrained=True`` and no path, the user's own cache:
+  torch's for a torchvision model (:func:`find_weights`), the Hugging Face cache then torch's
+  for a timm model (the library's :func:`~avalanche_tmc.factories.models.timm_cached_file`,
+  which ``timm_model(weights="cache")`` reads too). ``pretrained=False`` gives random weights.
 
 Nothing is downloaded at run time (the library's rule, :mod:`avalanche_tmc.factories.models`):
 weights that are not on this machine raise the library's
 :class:`~avalanche_tmc.factories.models.WeightsNotFoundError` saying which file to put
 where, and state-dict files are read with the library's
-:func:`~avalanche_tmc.factories.models.read_state_dict`.
+:func:`~avalanche_tmc.factories.models.read_state_dict` (a DataParallel ``module.`` prefix
+stripped), a torch hub file's name checked against its hash with its
+:func:`~avalanche_tmc.factories.models.check_hub_hash`.
 
 ``python -m benchmarks.tools.backbone_time`` times forward and ``torch.func.jvp`` passes.
 """
@@ -33,19 +37,24 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-import torch
 from torch import Tensor, nn
 
-from avalanche_tmc.factories.models import WeightsNotFoundError, read_state_dict
+from avalanche_tmc.factories.models import (
+    WeightsNotFoundError,
+    check_hub_hash,
+    hub_checkpoint_dir,
+    read_state_dict,
+    timm_cached_file,
+)
 from benchmarks.datasets import IMAGENET_MEAN, IMAGENET_STD
 from benchmarks.datasets.packages import PIP, require
 
 __all__ = [
     "PathLike", "EFFICIENTNET_LITE0_WHEEL", "EFFICIENTNET_LITE0_FILE", "EFFICIENTNET_LITE0_INSTALL",
-    "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError", "load_state_dict_file",
+    "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError",
     "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0",
     "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats",
-    "AUTHORS_WEIGHT_FILES", "hub_checkpoint_dir", "check_hub_hash", "torchvision_weight_files", "find_weights",
+    "AUTHORS_WEIGHT_FILES", "torchvision_weight_files", "find_weights",
 ]
 
 PathLike = Union[str, Path]
@@ -55,26 +64,6 @@ EFFICIENTNET_LITE0_FILE = "efficientnet-lite0-57934424.pth"
 EFFICIENTNET_LITE0_INSTALL = f"{PIP} timm {EFFICIENTNET_LITE0_WHEEL}"
 TIMM_INSTALL = f"{PIP} timm"
 INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
-
-
-# --------------------------------------------------------------------------------------
-# State-dict files
-# --------------------------------------------------------------------------------------
-
-
-def load_state_dict_file(path: PathLike) -> Dict[str, Tensor]:
-    """The state dict in ``path``, read with the library's
-    :func:`~avalanche_tmc.factories.models.read_state_dict` (a ``torch.save`` file read with
-    ``weights_only=True``, or ``.safetensors``; a bare state dict or one under
-    ``state_dict`` / ``model`` / ``model_state_dict``), a DataParallel ``module.`` prefix
-    stripped. A missing file raises :class:`WeightsNotFoundError`."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise WeightsNotFoundError(
-            f"weights file {path} does not exist. Pass weights=<path of a state dict saved "
-            "with torch.save(model.state_dict(), path)>; nothing is downloaded at run time."
-        )
-    return {re.sub(r"^module\.", "", k): v for k, v in read_state_dict(path).items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -131,7 +120,7 @@ def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = Tr
     model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
     if weights is None and not pretrained:
         return model
-    state = load_state_dict_file(weights if weights is not None else efficientnet_lite0_weights_path())
+    state = read_state_dict(weights if weights is not None else efficientnet_lite0_weights_path())
     if "_conv_stem.weight" in state:
         state = lukemelas_to_timm(state, model)
     model.load_state_dict(state, strict=True)
@@ -152,32 +141,7 @@ AUTHORS_WEIGHT_FILES = {
     "resnet34": "resnet34-333f7ec4.pth",
     "resnet50": "resnet50-19c8e357.pth",
 }
-_HUB_HASH = re.compile(r"-([0-9a-f]{8,})\.pth?$")
-
-
-def hub_checkpoint_dir() -> Path:
-    """Where torch keeps downloaded weights (``$TORCH_HOME/hub/checkpoints``)."""
-    return Path(torch.hub.get_dir()) / "checkpoints"
-
-
-def check_hub_hash(path: PathLike) -> None:
-    """A file named like torch hub's downloads (``name-<hex>.pth``) must have a SHA-256
-    starting with that hex (torch hub's own check): else :class:`WeightsNotFoundError`
-    (a truncated or different file)."""
-    import hashlib
-
-    path = Path(path)
-    match = _HUB_HASH.search(path.name)
-    if match is None:
-        return
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    if not digest.hexdigest().startswith(match.group(1)):
-        raise WeightsNotFoundError(f"weights file {path} is damaged or not the published one: its SHA-256 "
-                                   f"{digest.hexdigest()[:16]}... does not start with {match.group(1)}, as its name "
-                                   "says; download it again.")
+_HUB_HASH = re.compile(r"-([0-9a-f]{8,})\.pth?$")  # the hash in a torch hub file's name, for the message
 
 
 def torchvision_weight_files(name: str, version: str = "DEFAULT") -> List[Tuple[str, str]]:
@@ -226,27 +190,34 @@ def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrain
     if weights is not None:
         if Path(weights).expanduser().is_file():
             check_hub_hash(Path(weights).expanduser())
-        model.load_state_dict(load_state_dict_file(weights), strict=True)
+        model.load_state_dict(read_state_dict(weights), strict=True)
     elif pretrained:
         path = find_weights(name, version)
         check_hub_hash(path)
-        model.load_state_dict(load_state_dict_file(path), strict=True)
+        model.load_state_dict(read_state_dict(path), strict=True)
     return model
 
 
 def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
-    """A timm model; pretrained from ``weights`` (a local state-dict file). Pretrained
-    without ``weights`` is a :class:`WeightsNotFoundError`: nothing is downloaded."""
+    """A timm model; pretrained from ``weights`` (a local state-dict file) or, without one,
+    from the user's own cache of its pretrained tag (the library's
+    :func:`~avalanche_tmc.factories.models.timm_cached_file`: the Hugging Face cache, then
+    torch's). Not cached: a :class:`WeightsNotFoundError`; nothing is downloaded."""
     require("timm", TIMM_INSTALL, f"timm model {name!r}")
     import timm
 
-    if weights is None and pretrained:
-        raise WeightsNotFoundError(f"timm model {name!r}: the runner never downloads weights; save the state dict "
-                                   f"where downloading is allowed (torch.save(timm.create_model({name!r}, "
-                                   "pretrained=True).state_dict(), path)) and pass --weights PATH")
     model = timm.create_model(name, pretrained=False)
+    if weights is None and pretrained:
+        weights = timm_cached_file(model)
+        if weights is None:
+            cfg = getattr(model, "pretrained_cfg", None) or {}
+            raise WeightsNotFoundError(
+                f"timm model {name!r}: its weights ({cfg.get('hf_hub_id') or cfg.get('url')}) are not in the Hugging "
+                "Face cache or torch's, and the runner never downloads them: fill the cache once where downloading "
+                f"is allowed (python -c \"import timm; timm.create_model({name!r}, pretrained=True)\"), or save "
+                "the state dict and pass --weights PATH")
     if weights is not None:
-        model.load_state_dict(load_state_dict_file(weights), strict=True)
+        model.load_state_dict(read_state_dict(weights), strict=True)
     return model
 
 

@@ -7,14 +7,10 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import nn
 
+from avalanche_tmc.factories.models import read_state_dict
 from benchmarks.datasets.base import ImageTensorDataset
 from benchmarks.datasets.packages import PIP, require
-from benchmarks.networks.backbones import (
-    EFFICIENTNET_LITE0_WHEEL,
-    PathLike,
-    efficientnet_lite0_weights_path,
-    load_state_dict_file,
-)
+from benchmarks.networks.backbones import EFFICIENTNET_LITE0_WHEEL, PathLike, efficientnet_lite0_weights_path
 from benchmarks.results.claims import _judged_cells
 from benchmarks.results.files import Row
 
@@ -47,5 +43,5 @@ def reference_efficientnet_lite0(weights: Optional[PathLike] = None) -> nn.Modul
     from efficientnet_lite_pytorch import EfficientNet
 
     model = EfficientNet.from_name("efficientnet-lite0")
-    model.load_state_dict(load_state_dict_file(weights or efficientnet_lite0_weights_path()), strict=True)
+    model.load_state_dict(read_state_dict(weights or efficientnet_lite0_weights_path()), strict=True)
     return model

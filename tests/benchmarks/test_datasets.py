@@ -431,6 +431,47 @@ def test_backbone_weights_file_round_trip_and_errors(tmp_path, one_thread):
         load_backbone("no_such_net_v9")
 
 
+def _empty_caches(patch, root):
+    """Point the Hugging Face and torch caches at ``root`` (nothing cached, offline)."""
+    import huggingface_hub.constants
+
+    patch.setenv("HF_HUB_OFFLINE", "1")
+    patch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(root / "hf"))
+    patch.setattr(torch.hub, "get_dir", lambda: str(root / "torch"))
+
+
+def test_a_timm_backbone_comes_from_the_users_own_cache_as_in_the_library(tmp_path, monkeypatch, one_thread):
+    """Issue 43: the runner's timm backbones and the library's ``timm_model`` read the same
+    cache (the library's timm_cached_file): a tag in the user's Hugging Face cache loads,
+    the same weights as the file it holds; an empty cache is a refusal naming how to fill
+    it. Nothing is downloaded."""
+    pytest.importorskip("timm")
+    import timm
+    from safetensors.torch import save_file
+
+    from benchmarks.networks import backbones
+
+    _empty_caches(monkeypatch, tmp_path)
+    reference = timm.create_model("test_resnet", pretrained=False)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.5)  # not the seeded initialisation a fresh model would have anyway
+    repo = tmp_path / "hf" / "models--timm--test_resnet.r160_in1k"  # the hub's cache layout
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    with pytest.raises(backbones.WeightsNotFoundError, match="timm/test_resnet.r160_in1k.*--weights PATH"):
+        backbones.load_backbone("timm:test_resnet")
+    save_file({k: v.contiguous() for k, v in reference.state_dict().items()}, str(snapshot / "model.safetensors"))
+    loaded = backbones.load_backbone("timm:test_resnet")
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in reference.state_dict().items())
+    from avalanche_tmc.factories import timm_model
+
+    library = timm_model(name="test_resnet", num_classes=None, weights="cache")
+    assert all(torch.equal(library.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+
 def test_a_missing_weights_file_raises_the_librarys_one_weights_error(tmp_path, one_thread):
     """Issue 32: the runner raises the library's WeightsNotFoundError (the same class), reads
     files with the library's reader (.safetensors too) and still strips DataParallel's
@@ -454,5 +495,7 @@ def test_a_missing_weights_file_raises_the_librarys_one_weights_error(tmp_path, 
         assert torch.equal(model.fc.weight, again.fc.weight)
     assert "download" not in backbones.load_backbone.__code__.co_varnames  # no download switch any more
     if has_module("timm"):
-        with pytest.raises(avalanche_tmc.WeightsNotFoundError, match="never downloads.*--weights PATH"):
-            backbones.load_backbone("timm:resnet18")
+        with pytest.MonkeyPatch.context() as patch:  # an empty cache: refused, never downloaded
+            _empty_caches(patch, tmp_path / "empty")
+            with pytest.raises(avalanche_tmc.WeightsNotFoundError, match="never downloads.*--weights PATH"):
+                backbones.load_backbone("timm:resnet18")
