@@ -33,7 +33,7 @@ from .divergence import DivergenceError
 from .losses import RescaledSquareLoss
 
 __all__ = ["ADAPTATIONS", "Adaptation", "TangentFeatures", "adapt_features", "fine_tune", "select_adaptation",
-           "stratified_holdout"]
+           "stratified_holdout", "dataset_targets"]
 
 ADAPTATIONS = ("fine-tune", "tangent", "none")
 
@@ -209,7 +209,9 @@ def stratified_holdout(targets: Sequence[int], fraction: float, seed: int = 0) -
     return sorted(kept), sorted(held)
 
 
-def _targets(data: Dataset) -> Tensor:
+def dataset_targets(data: Dataset) -> Tensor:
+    """The class label of every sample of ``data``: its ``targets`` attribute (a list, array
+    or tensor, as torchvision and Avalanche datasets hold them), else read sample by sample."""
     targets = getattr(data, "targets", None)
     if targets is None:
         targets = [int(data[i][1]) for i in range(len(data))]
@@ -248,7 +250,7 @@ def select_adaptation(network: nn.Module, data: Dataset, candidates: Sequence[Ad
     """
     if not candidates:
         raise ValueError("select_adaptation needs at least one candidate Adaptation.")
-    targets = _targets(data)
+    targets = dataset_targets(data)
     num_classes = int(targets.max()) + 1
     kept, held = stratified_holdout(targets, val_fraction, seed)
     if not kept or not held:

@@ -44,6 +44,7 @@ from avalanche.benchmarks.utils import (
     TaskLabels,
 )
 
+from avalanche_tmc.training.adaptation import dataset_targets
 from benchmarks.protocol.choices import SCENARIOS
 
 __all__ = [
@@ -72,7 +73,7 @@ def classes_per_experience(num_classes: int, n_experiences: int) -> List[int]:
 
 
 def _targets(dataset) -> np.ndarray:
-    return np.asarray(torch.as_tensor(dataset.targets).tolist(), dtype=np.int64)
+    return dataset_targets(dataset).numpy().astype(np.int64)
 
 
 CLASS_ORDERS = ("seeded", "label")
