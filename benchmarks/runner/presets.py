@@ -61,8 +61,8 @@ MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
     "class": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "er": (1e-1, 40), "der": (1e-1, 40),
               "joint": (1e-1, 20), "joint-tangent": (1e-2, 20)},
-    "data": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "joint": (3e-2, 20), "joint-tangent": (1e-2, 20),
-             "der": (3e-2, 20), "er": (3e-2, 20)},
+    "data": {"tangent": (3e-4, 20), "non-linear": (1e-2, 40), "er": (3e-2, 40), "der": (3e-2, 40),
+             "joint": (1e-1, 20), "joint-tangent": (9.49e-4, 20)},
 }
 # The grid the main job is tuned on (the premise map's): it grows where a choice sits on its
 # edge (3 rounds: in data-IL the tangent unit went down to 3e-4 and still sat on the edge
