@@ -168,6 +168,9 @@ PRESETS: Dict[str, List[dict]] = {
     "offline": _main_runs(_MAIN_METHODS, order_by_seed=True),
     "offline-full": _main_runs(_FULL_METHODS, order_by_seed=True),
     "offline-tuning": _tuning_runs("offline-tuning", f"{_TUNED_ROWS},joint-tangent"),
+    # the main job's premise rows alone over 10 seeds (its seeds 0-4 are the main job's own)
+    "offline-premise": [dict(run, methods="joint,joint-tangent,tmc,tmc-fc", seeds=tuple(range(10)), task_il=False)
+                        for run in _main_runs(_MAIN_METHODS, order_by_seed=True)],
     # the main job until issue 40, outside the premise (32 px, blocks 5-6, batch 64)
     "offline-32px": _main_runs(_MAIN_METHODS, "offline-32px-tuning", order_by_seed=True),
     "offline-32px-tuning": _tuning_runs("offline-32px-tuning"),
