@@ -236,5 +236,6 @@ def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, fl
                 + "; ".join(f"{f} lr {chosen[f].lr:g}, {chosen[f].epochs} epochs ({', '.join(e)})"
                             for f, e in stuck.items())
                 + ". The optimum may lie outside what was tried: widen the grid (the preset's tune: tangent_lrs, "
-                "lrs, epochs) or raise its extend; the trials are kept, a rerun resumes them.")
+                "lrs, epochs) or raise its extend, and rerun with --restart (or another --out): a changed grid is "
+                "another run, whose trials train again.")
     return chosen, trials

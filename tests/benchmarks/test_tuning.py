@@ -156,7 +156,8 @@ def test_extension_grows_the_grid_beyond_an_edge_until_the_choice_is_interior():
 
 def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_the_cap_is_not():
     grid = TuningGrid(tangent_lrs=(1e-3, 1e-2), lrs=(1e-2, 1e-1), epochs=(5, 10), epoch_cap=10, extend=1)
-    with pytest.raises(TuningEdgeError, match=r"joint lr 1, 10 epochs \(largest learning rate\).*widen the grid"):
+    edge = r"joint lr 1, 10 epochs \(largest learning rate\).*widen the grid.*--restart"
+    with pytest.raises(TuningEdgeError, match=edge):
         tune(["joint"], grid, _peaked(100.0, 10))  # one round reaches lr 1 only: still the largest
     chosen, _ = tune(["joint"], grid, _peaked(0.03, 10))  # interior lr, epochs at the cap: accepted
     assert chosen["joint"].epochs == 10
