@@ -10,11 +10,11 @@ import torch
 from avalanche.benchmarks.scenarios.deprecated.generators import nc_benchmark
 from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training.plugins import EvaluationPlugin
-from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from avalanche_tmc import TangentModel, TMCStrategy
+from avalanche_tmc.factories.benchmarks import digits_splits as library_digits_splits
 from benchmarks.protocol.scenarios import class_incremental
 
 # ---------------------------------------------------------------------------- tiny networks
@@ -95,18 +95,11 @@ Split = Tuple[np.ndarray, np.ndarray]
 
 
 def digits_splits(seed: int = 0, pretrain_per_class: int = 40, test_fraction: float = 0.3) -> Tuple[Split, ...]:
-    """scikit-learn's digits as ``(pretrain, train, test)`` pairs ``(images, labels)``,
-    images ``(N, 1, 8, 8)`` in [-0.5, 0.5]: each class's images in a seeded order, the
-    first ``pretrain_per_class`` for pre-training, ``test_fraction`` of the others for test."""
-    data = load_digits()
-    x = (data.images.astype(np.float32) / 16.0 - 0.5)[:, None]
-    y = data.target.astype(np.int64)
-    rng = np.random.default_rng(seed)
-    by_class = [rng.permutation(np.flatnonzero(y == c)) for c in range(10)]
-    cuts = [(pretrain_per_class, pretrain_per_class + int(round(test_fraction * (len(i) - pretrain_per_class))))
-            for i in by_class]
-    parts = [np.concatenate([np.split(i, cut)[k] for i, cut in zip(by_class, cuts)]) for k in (0, 2, 1)]
-    return tuple((x[p], y[p]) for p in parts)
+    """The library's digits split (:func:`avalanche_tmc.factories.digits_splits`) as
+    ``(pretrain, train, test)`` pairs of numpy ``(images, labels)``, images ``(N, 1, 8, 8)``
+    in [-0.5, 0.5]."""
+    parts = library_digits_splits(seed, pretrain_per_class, test_fraction)
+    return tuple((parts[k][0].numpy(), parts[k][1].numpy()) for k in ("pretrain", "train", "test"))
 
 
 def _labelled(split: Split) -> TensorDataset:
