@@ -150,11 +150,13 @@ def check_backbone(run: RunConfig, options: Options) -> None:
     (the runner never downloads), or whose weights file is damaged: its SHA-256 does not
     match the hash in its name."""
     from avalanche_tmc.factories.models import WeightsNotFoundError, check_hub_hash
+    from benchmarks.datasets.packages import require
     from benchmarks.networks.backbones import (
+        TIMM_INSTALL,
         efficientnet_lite0_weights_path,
         find_weights,
         resolve_backbone,
-        timm_backbone,
+        timm_weights_file,
     )
 
     try:
@@ -172,8 +174,11 @@ def check_backbone(run: RunConfig, options: Options) -> None:
     elif source == "torchvision":
         check_hub_hash(find_weights(name, run.imagenet_weights))
     else:
-        try:  # the user's own cache of its pretrained tag, else a refusal saying how to fill it
-            timm_backbone(name)
+        require("timm", TIMM_INSTALL, f"timm model {name!r}")
+        import timm
+
+        try:  # the user's own cache of its pretrained tag (found, not loaded), else how to fill it
+            timm_weights_file(timm.create_model(name, pretrained=False), name)
         except WeightsNotFoundError as error:
             raise Refusal(str(error)) from None
 

@@ -53,7 +53,7 @@ __all__ = [
     "PathLike", "EFFICIENTNET_LITE0_WHEEL", "EFFICIENTNET_LITE0_FILE", "EFFICIENTNET_LITE0_INSTALL",
     "TIMM_INSTALL", "INCEPTION_STATS", "WeightsNotFoundError",
     "efficientnet_lite0_weights_path", "lukemelas_to_timm", "efficientnet_lite0",
-    "torchvision_backbone", "timm_backbone", "resolve_backbone", "load_backbone", "input_stats",
+    "torchvision_backbone", "timm_backbone", "timm_weights_file", "resolve_backbone", "load_backbone", "input_stats",
     "AUTHORS_WEIGHT_FILES", "torchvision_weight_files", "find_weights",
 ]
 
@@ -198,24 +198,31 @@ def torchvision_backbone(name: str, weights: Optional[PathLike] = None, pretrain
     return model
 
 
+def timm_weights_file(model: nn.Module, name: str) -> Path:
+    """The user's own cached weights of timm ``model``'s pretrained tag (the library's
+    :func:`~avalanche_tmc.factories.models.timm_cached_file`: the Hugging Face cache, then
+    torch's); not cached: a :class:`WeightsNotFoundError` saying how to fill the cache."""
+    found = timm_cached_file(model)
+    if found is None:
+        cfg = getattr(model, "pretrained_cfg", None) or {}
+        raise WeightsNotFoundError(
+            f"timm model {name!r}: its weights ({cfg.get('hf_hub_id') or cfg.get('url')}) are not in the Hugging "
+            "Face cache or torch's, and the runner never downloads them: fill the cache once where downloading "
+            f"is allowed (python -c \"import timm; timm.create_model({name!r}, pretrained=True)\"), or save "
+            "the state dict and pass --weights PATH")
+    return found
+
+
 def timm_backbone(name: str, weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
     """A timm model; pretrained from ``weights`` (a local state-dict file) or, without one,
-    from the user's own cache of its pretrained tag (the library's
-    :func:`~avalanche_tmc.factories.models.timm_cached_file`: the Hugging Face cache, then
-    torch's). Not cached: a :class:`WeightsNotFoundError`; nothing is downloaded."""
+    from the user's own cache of its pretrained tag (:func:`timm_weights_file`); nothing is
+    downloaded."""
     require("timm", TIMM_INSTALL, f"timm model {name!r}")
     import timm
 
     model = timm.create_model(name, pretrained=False)
     if weights is None and pretrained:
-        weights = timm_cached_file(model)
-        if weights is None:
-            cfg = getattr(model, "pretrained_cfg", None) or {}
-            raise WeightsNotFoundError(
-                f"timm model {name!r}: its weights ({cfg.get('hf_hub_id') or cfg.get('url')}) are not in the Hugging "
-                "Face cache or torch's, and the runner never downloads them: fill the cache once where downloading "
-                f"is allowed (python -c \"import timm; timm.create_model({name!r}, pretrained=True)\"), or save "
-                "the state dict and pass --weights PATH")
+        weights = timm_weights_file(model, name)
     if weights is not None:
         model.load_state_dict(read_state_dict(weights), strict=True)
     return model
