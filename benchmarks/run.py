@@ -264,7 +264,9 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
           + (f", autocast {options.amp}" if options.amp else "")
           + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else "")
           + (", also evaluated task-incrementally (the same training under the task mask)" if run.task_il else "")
-          + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)",
+          + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)"
+          + (" (rounds otherwise than one thread: these rows differ from a one-thread run's)"
+             if options.threads != 1 else ""),
           flush=True)
     progress_dir = os.path.join(out_dir, "progress")
     trials: List[Trial] = []
@@ -336,11 +338,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     except OSError as error:
         raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
                       "choose another with --out.") from None
-    if options.deterministic:
+    if options.deterministic:  # (the threads of every piece: benchmarks.runner.forked_jobs.run_tasks)
         torch.use_deterministic_algorithms(True)
-        torch.set_num_threads(1)
-    elif options.jobs <= 1 and options.threads:
-        torch.set_num_threads(options.threads)
     start = time.time()
     from benchmarks.runner import outdir  # the folder's lock, settings and status
 

@@ -17,6 +17,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from benchmarks.networks.threads import fixed_threads
+
 __all__ = ["ChainSegment", "split_backbone", "cache_features"]
 
 
@@ -91,12 +93,15 @@ def split_backbone(model: nn.Module, start_at: str, example: Tensor) -> Tuple[Ch
 @torch.no_grad()
 def cache_features(trunk: nn.Module, dataset: Dataset, batch_size: int = 256) -> TensorDataset:
     """Run ``trunk`` once over ``dataset``; a dataset of (features, target) that keeps
-    ``targets`` (and ``domains`` when present) for Avalanche's generators."""
+    ``targets`` (and ``domains`` when present) for Avalanche's generators. On one thread
+    (:func:`~benchmarks.networks.threads.fixed_threads`): the features, hence every row
+    trained on them, do not depend on the thread count of the process that prepares the run."""
     trunk.eval()
     features, targets = [], []
-    for x, y in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        features.append(trunk(x))
-        targets.append(torch.as_tensor(y))
+    with fixed_threads():
+        for x, y in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+            features.append(trunk(x))
+            targets.append(torch.as_tensor(y))
     cached = TensorDataset(torch.cat(features), torch.cat(targets))
     cached.targets = cached.tensors[1]
     if hasattr(dataset, "domains"):

@@ -196,7 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "process (default: one per CPU core on CPU, 1 on an accelerator; at most "
                         f"{MAX_PROCESSES})")
     p.add_argument("--threads", type=_int_at_least(1, MAX_THREADS), default=None,
-                   help=f"threads per process (default: the cores shared among the jobs; at most {MAX_THREADS})")
+                   help="intra-op threads of each piece's arithmetic (default 1, whatever --jobs: every row is then "
+                        "bit-identical however the run is laid out; more, with --jobs 1 only, round differently, so "
+                        f"such rows are kept apart from one-thread rows; at most {MAX_THREADS})")
     p.add_argument("--deterministic", action="store_true",
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
                         "whatever --jobs (across machines, see the README's reproducibility notes)")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from benchmarks.methods import TrainConfig
+from benchmarks.networks.threads import ARITHMETIC_THREADS
 from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES
 
 __all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
@@ -135,7 +136,7 @@ class Options:
     bn_data: str = "none"
     parallel: int = 1  # gloo processes per method group (benchmarks.runner.gloo_training)
     jobs: int = 1  # (seed, method group) pairs trained at once, each in its own process
-    threads: Optional[int] = None  # threads per process (None: the cores shared among the jobs)
+    threads: Optional[int] = None  # intra-op threads of every piece (None: one, benchmarks.networks.threads)
     restart: bool = False
     deterministic: bool = False
     workers: int = 0  # DataLoader worker processes for image datasets (0: the main process)
@@ -177,4 +178,6 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
                amp=options.amp)
     if options.amp_init_scale is not None:  # absent when unset: earlier folders' progress files still match
         key["amp_init_scale"] = options.amp_init_scale
+    if (options.threads or ARITHMETIC_THREADS) != ARITHMETIC_THREADS:  # other rounding: never mixed with one thread's
+        key["threads"] = options.threads
     return key

@@ -7,7 +7,9 @@ thread, 60 ms on two); two single-thread processes do twice the work. Each job i
 forked process with ``threads`` threads (fork: the workers share the parent's prepared
 data and network without pickling; with one thread per worker no OpenMP pool crosses the
 fork, as for PyTorch's own data-loader workers). Results come back in task order, so
-what a run writes does not depend on how many jobs it used; every task seeds itself.
+what a run writes does not depend on how many jobs it used; every task seeds itself, and
+runs with the same intra-op thread count in this process as in a forked one
+(:mod:`benchmarks.networks.threads`), so its arithmetic does not depend on the layout.
 """
 
 import multiprocessing
@@ -17,6 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 import torch
+
+from benchmarks.networks.threads import ARITHMETIC_THREADS, fixed_threads
 
 __all__ = ["available_cores", "default_jobs", "threads_per_job", "run_tasks"]
 
@@ -40,8 +44,9 @@ def default_jobs(device: str) -> int:
 
 
 def threads_per_job(jobs: int, threads: Optional[int] = None) -> int:
-    """``threads`` if given, else the cores shared among ``jobs`` (at least 1)."""
-    return threads if threads is not None else max(1, available_cores() // max(1, jobs))
+    """``threads`` if given, else one (:data:`~benchmarks.networks.threads.ARITHMETIC_THREADS`),
+    whatever ``jobs``: the thread count is part of a row's arithmetic, the jobs are not."""
+    return threads if threads is not None else ARITHMETIC_THREADS
 
 
 def _start_worker(threads: int, deterministic: bool) -> None:
@@ -61,11 +66,13 @@ def run_tasks(function: Callable[[T], R], tasks: Sequence[T], jobs: int, threads
     A task that raises (``KeyboardInterrupt`` included) cancels the tasks not started and
     its error is raised here; a worker that dies (killed, out of memory) raises
     ``RuntimeError`` naming the task, instead of waiting for it forever. ``on_done(n)`` is
-    called in this process each time a task finishes, ``n`` the tasks finished so far."""
+    called in this process each time a task finishes, ``n`` the tasks finished so far.
+    Every task runs with ``threads`` intra-op threads, in this process too."""
     if jobs <= 1 or len(tasks) <= 1:
         results = []
         for task in tasks:
-            results.append(function(task))
+            with fixed_threads(threads):
+                results.append(function(task))
             if on_done is not None:
                 on_done(len(results))
         return results

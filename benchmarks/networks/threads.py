@@ -1,0 +1,36 @@
+"""The one intra-op thread count a run's arithmetic is done with.
+
+PyTorch's CPU kernels split their work by the number of threads, and a reduction split
+another way rounds another way: the frozen trunk's features of the main job differ in the
+last bits between one and two threads, and SGD training turns such a difference into points
+of accuracy. Whatever computes a number that a results row depends on (the cached
+features, a method group's training and evaluation) runs inside :func:`fixed_threads`, so
+that the row is the same whether the runner trains it in its own process, in a forked job
+or after another method (docs/results.md, "What is reproducible").
+"""
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+__all__ = ["ARITHMETIC_THREADS", "fixed_threads"]
+
+ARITHMETIC_THREADS = 1
+"""Threads of the runner's arithmetic by default: one, the layout every row is reproducible
+in; on the offline benchmarks' small kernels a second thread does not pay (processes do)."""
+
+
+@contextmanager
+def fixed_threads(threads: int = ARITHMETIC_THREADS) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads, then restore the process's count."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}.")
+    before = torch.get_num_threads()
+    if before != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
