@@ -35,12 +35,13 @@ harder to hold, and the cell names the rival it was judged against.
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from benchmarks.methods import method_family, method_row
 from benchmarks.results.files import row_seed, run_key
 from benchmarks.results.intervals import (
     ALPHA,
+    EQUIVALENT,
     FAILS,
     HOLDS,
     NOT_RESOLVED,
@@ -50,16 +51,22 @@ from benchmarks.results.intervals import (
     p_value,
     paired_difference,
     verdict,
+    within,
 )
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
-           "SINGLE_SEED_MOVE", "ACROSS_MACHINES", "machine_margin", "measured_mean_shift"]
+           "SINGLE_SEED_MOVE", "ACROSS_MACHINES", "machine_margin", "measured_mean_shift", "SMALLEST_DIFFERENCE",
+           "EQUIVALENT"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
 NO_VERDICT = "no verdict"  # a table below those (a smoke run): its numbers, no verdicts
 ACROSS_MACHINES = "not resolved across machines"  # resolved after Holm, but a machine's shift could flip it
+# points: δ, the smallest difference of final accuracy that matters, fixed before the
+# confirmatory run (docs/preregistration.md): a claim whose Holm interval, widened by its
+# rows' machine margins, lies inside ±δ is "equivalent" (no real difference either way)
+SMALLEST_DIFFERENCE = 2.0
 # points: the largest change of one seed of one row measured on another machine (issue 40:
 # `make demo` of one commit on an Intel AVX-512 machine; an SGD row, one seed)
 SINGLE_SEED_MOVE = 15.7
@@ -229,6 +236,10 @@ def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[st
         verdict = (HOLDS if d.mean > 0 else FAILS) if step.rejected else NOT_RESOLVED  # type: ignore[union-attr]
         if verdict != NOT_RESOLVED and min(abs(100 * low), abs(100 * high)) <= margin:
             verdict = ACROSS_MACHINES
+        elif verdict == NOT_RESOLVED and within(100 * low, 100 * high, SMALLEST_DIFFERENCE):
+            # two one-sided tests at the claim's Holm level; another machine must not push it out
+            widened = within(100 * low - margin, 100 * high + margin, SMALLEST_DIFFERENCE)
+            verdict = EQUIVALENT if widened else ACROSS_MACHINES
         cell.update(p=step.p, adjusted_p=step.adjusted, level=step.level, adjusted_low=100 * low,
                     adjusted_high=100 * high, machine_margin=margin, verdict=verdict)
     for cell in cells.values():  # a repeated comparison takes the verdict of the claim it repeats
@@ -261,6 +272,8 @@ def _cell(cell: Optional[Dict[str, object]], against: Optional[str] = None) -> s
     adjusted = (f"; Holm {_level(cell['level'])} [{cell['adjusted_low']:+.1f}, {cell['adjusted_high']:+.1f}], "  # type: ignore[arg-type]
                 f"adj. p {cell['adjusted_p']:.2g}")
     shown = cell["verdict"]
+    if shown == EQUIVALENT:
+        return f"{numbers}{adjusted}: **{shown}** (within ±{SMALLEST_DIFFERENCE:g})"
     if shown == ACROSS_MACHINES:
         return f"{numbers}{adjusted}: **{shown}** (its rows may move ±{cell['machine_margin']:.1f} together)"
     if shown == NOT_RESOLVED:
@@ -308,9 +321,12 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
             "interval at the level of the claim's Holm step (1 − α/(m − k + 1) for the claim at rank k; after the "
             "first claim not rejected, that claim's level; tied p-values share the rank of the first of them) and "
             "the Holm-adjusted p-value. **holds** / **fails** when the Holm interval excludes 0 (adjusted p ≤ α); "
-            "\"not resolved after Holm\" when only the 95% interval excludes 0. A \"best of\" claim whose strongest "
-            "rival has its own claim refers to it and is counted once. \"Not resolved across machines\" when the "
-            "Holm interval clears 0 by no more than the two rows could move on another machine (0 for tangent and "
+            "\"not resolved after Holm\" when only the 95% interval excludes 0. **equivalent** when the Holm "
+            f"interval lies inside ±{SMALLEST_DIFFERENCE:g} points, the smallest difference that matters (two "
+            "one-sided tests at the claim's Holm level): no real difference either way. A \"best of\" claim whose "
+            "strongest rival has its own claim refers to it and is counted once. \"Not resolved across machines\" "
+            "when the Holm interval clears 0 (or, for equivalence, ±δ) by no more than the two rows could move on "
+            "another machine (0 for tangent and "
             f"training-free rows, measured the same to 0.0; else the larger of the largest mean shift measured in "
             f"docs/results/machines/ and {SINGLE_SEED_MOVE:g} points, one seed's measured move, over the seed count)."
             " Verdicts need at least "

@@ -11,6 +11,11 @@ A table judges many claims at once; :func:`holm` corrects for their number (Holm
 step-down procedure at family-wise :data:`ALPHA`) from each claim's two-sided
 :func:`p_value` (the same paired t statistic the interval uses), and :func:`interval` gives
 the interval at the level a claim's Holm step used (:mod:`benchmarks.results.claims`).
+
+"No real difference" is a verdict of its own, not the absence of one: a difference is
+**equivalent** to 0 within a smallest difference of interest ``δ`` when its interval lies
+inside ``(-δ, δ)`` (:func:`within`), which at level ``L`` is Schuirmann's two one-sided
+tests, each at ``(1 - L) / 2`` (:func:`equivalence_p`: the larger of their p-values).
 """
 
 import math
@@ -18,9 +23,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 __all__ = ["mean_std", "t_quantile", "PairedDifference", "paired_difference", "verdict", "HOLDS", "FAILS",
-           "NOT_RESOLVED", "ALPHA", "p_value", "interval", "HolmStep", "holm"]
+           "NOT_RESOLVED", "EQUIVALENT", "ALPHA", "p_value", "interval", "equivalence_p", "within", "HolmStep",
+           "holm"]
 
 HOLDS, FAILS, NOT_RESOLVED = "holds", "fails", "not resolved"
+EQUIVALENT = "equivalent"  # the difference lies within ±δ (two one-sided tests)
 ALPHA = 0.05  # the family-wise error rate of a table's verdicts (Holm)
 
 # t(0.975, df) for df = 1..30 (Student's t, two-sided 95%).
@@ -130,6 +137,32 @@ def interval(difference: PairedDifference, level: float) -> tuple:
 
     half = float(t.ppf((1 + level) / 2, difference.n - 1)) * difference.std / math.sqrt(difference.n)
     return difference.mean - half, difference.mean + half
+
+
+def equivalence_p(difference: PairedDifference, delta: float) -> float:
+    """The p-value of Schuirmann's two one-sided tests that the mean difference lies
+    within ``(-delta, delta)``: the larger of ``P(T >= (mean + delta) / se)`` (against
+    "mean <= -delta") and ``P(T <= (mean - delta) / se)`` (against "mean >= delta"), ``se =
+    std / sqrt(n)``, ``T`` Student's t with ``n - 1`` degrees of freedom. It is below ``(1 -
+    L) / 2`` exactly when :func:`interval` at level ``L`` is :func:`within` ``delta``.
+    Identical differences (std 0) give 0 inside the bounds, 1 on or outside them."""
+    if difference.n < 2:
+        raise ValueError(f"An equivalence test needs at least 2 seeds, got {difference.n}.")
+    if not delta > 0:
+        raise ValueError(f"The smallest difference of interest must be > 0, got {delta}.")
+    if difference.std == 0:
+        return 0.0 if abs(difference.mean) < delta else 1.0
+    from scipy.stats import t
+
+    se = difference.std / math.sqrt(difference.n)
+    above_lower = float(t.sf((difference.mean + delta) / se, difference.n - 1))
+    below_upper = float(t.cdf((difference.mean - delta) / se, difference.n - 1))
+    return max(above_lower, below_upper)
+
+
+def within(low: float, high: float, delta: float) -> bool:
+    """Whether the interval ``[low, high]`` lies inside ``(-delta, delta)``."""
+    return -delta < low and high < delta
 
 
 @dataclass(frozen=True)

@@ -285,3 +285,68 @@ def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machin
     assert 0 < soup["adjusted_low"] < soup["machine_margin"] and soup["verdict"] == ACROSS_MACHINES
     assert seq["machine_margin"] == 0.0 and seq["adjusted_low"] == soup["adjusted_low"] and seq["verdict"] == HOLDS
     assert "**not resolved across machines** (its rows may move ±" in verdict_table(_rows(finals))
+
+
+# "No real difference": equivalence within ±δ (benchmarks.results.intervals.equivalence_p, within)
+
+def test_equivalence_is_scipy_s_two_one_sided_tests():
+    """Schuirmann's TOST from SciPy's one-sample t tests against -δ (greater) and +δ (less)."""
+    stats = pytest.importorskip("scipy.stats")
+    from benchmarks.results.intervals import equivalence_p
+
+    for diffs, delta in (([0.015, 0.002, 0.021, -0.004, 0.010], 0.02), ([0.001, -0.002, 0.0, 0.003, -0.001], 0.02),
+                         ([-0.03, -0.01, -0.02, -0.025], 0.02), ([0.2, -0.1, 0.05], 0.5)):
+        d = paired_difference(dict(enumerate(diffs)), dict(enumerate([0.0] * len(diffs))))
+        lower = stats.ttest_1samp(diffs, -delta, alternative="greater").pvalue
+        upper = stats.ttest_1samp(diffs, delta, alternative="less").pvalue
+        assert equivalence_p(d, delta) == pytest.approx(max(lower, upper), rel=1e-9)
+    with pytest.raises(ValueError):
+        equivalence_p(paired_difference({0: 0.5}, {0: 0.4}), 0.02)
+    with pytest.raises(ValueError):
+        equivalence_p(paired_difference({0: 0.5, 1: 0.4}, {0: 0.4, 1: 0.4}), 0.0)
+
+
+def test_equivalence_by_hand_and_its_duality_with_the_interval():
+    """Differences 0.4, 0.6, 0.5, 0.3, 0.7 points: mean 0.5, std sqrt(0.025) = 0.1581, se
+    0.0707; against δ = 2 the upper test's t is (0.5 - 2) / 0.0707 = -21.21, so p =
+    P(T4 <= -21.21); the 95% interval 0.5 ± 2.7764 · 0.0707 = [0.304, 0.696] lies inside ±2.
+    And at any level L, p < (1 - L) / 2 exactly when the interval at L lies inside ±δ."""
+    stats = pytest.importorskip("scipy.stats")
+    from benchmarks.results.intervals import equivalence_p, interval, within
+
+    d = paired_difference({s: v for s, v in enumerate([0.4, 0.6, 0.5, 0.3, 0.7])}, {s: 0.0 for s in range(5)})
+    se = math.sqrt(0.025) / math.sqrt(5)
+    assert equivalence_p(d, 2.0) == pytest.approx(stats.t.cdf((0.5 - 2.0) / se, 4), rel=1e-9)
+    assert interval(d, 0.95) == pytest.approx((0.5 - 2.7764 * se, 0.5 + 2.7764 * se), abs=1e-4)
+    assert within(*interval(d, 0.95), 2.0) and not within(*interval(d, 0.95), 0.6)
+    for delta in (0.6, 0.7, 0.8, 1.0, 2.0):
+        for level in (0.9, 0.95, 0.99, 0.999, 0.99875):
+            assert (equivalence_p(d, delta) < (1 - level) / 2) == within(*interval(d, level), delta)
+    constant = paired_difference({0: 0.3, 1: 0.3}, {0: 0.0, 1: 0.0})  # std 0
+    assert equivalence_p(constant, 0.5) == 0.0 and equivalence_p(constant, 0.3) == 1.0
+    assert not within(-2.0, 1.0, 2.0) and not within(-1.0, 2.0, 2.0)  # open bounds
+
+
+def test_a_claim_whose_holm_interval_lies_within_delta_is_equivalent_unless_a_machine_could_push_it_out():
+    """TMC against TMC-Seq (both tangent: no machine margin) differs by a tenth of a point:
+    equivalent within ±2; TMC against Soup differs as little, but Soup is an SGD row whose
+    mean may move by 15.7 / 5 points on another machine: not resolved across machines; TMC
+    against EWC (25 points) holds as before."""
+    from benchmarks.results.claims import ACROSS_MACHINES, SMALLEST_DIFFERENCE
+    from benchmarks.results.intervals import EQUIVALENT
+
+    tmc = [0.500, 0.510, 0.505, 0.495, 0.502]
+    finals = {"tmc": tmc, "tmc-seq": [a - d for a, d in zip(tmc, (0.001, -0.001, 0.002, 0.0, 0.001))],
+              "soup": [a - d for a, d in zip(tmc, (0.001, -0.001, 0.002, 0.0, 0.001))],
+              "ewc": [0.25, 0.23, 0.26, 0.24, 0.25]}
+    judged = {r["claim"]: r for r in verdict_rows(_rows(finals))}
+    seq, soup, ewc = judged["TMC > TMC-Seq (class-IL)"], judged["TMC > Soup"], judged["TMC > EWC"]
+    assert SMALLEST_DIFFERENCE == 2.0
+    assert -2 < seq["adjusted_low"] < seq["adjusted_high"] < 2 and seq["verdict"] == EQUIVALENT
+    assert soup["adjusted_high"] + soup["machine_margin"] > 2 and soup["verdict"] == ACROSS_MACHINES
+    assert ewc["verdict"] == HOLDS
+    table = verdict_table(_rows(finals))
+    assert "**equivalent** (within ±2)" in table and "**equivalent** when the Holm interval lies inside ±2" in table
+    # the same difference, but too noisy at 5 seeds for its Holm interval to fit inside ±2: not resolved
+    noisy = dict(finals, **{"tmc-seq": [a - d for a, d in zip(tmc, (0.03, -0.03, 0.02, -0.02, 0.0))]})
+    assert {r["claim"]: r for r in verdict_rows(_rows(noisy))}["TMC > TMC-Seq (class-IL)"]["verdict"] == NOT_RESOLVED
