@@ -17,12 +17,11 @@ trained at least :data:`MIN_EPOCHS` epochs per experience (the results' ``epochs
 column; training-free rows do not count); below that (a smoke run) it shows the numbers and
 says why it gives no verdicts (:func:`withheld_reason`).
 
-A verdict must also survive another machine (:func:`machine_margin`): rows trained by SGD
-moved between machines (docs/results/machines/: means up to the largest shift measured
-there, and one seed of one row by :data:`SINGLE_SEED_MOVE` points on an AVX-512 machine,
-so a mean over n seeds by that / n), while the tangent and training-free rows were the same
-to 0.0. A claim whose Holm interval clears 0 by less than the two rows' margins together is
-"not resolved across machines".
+A verdict must also survive another machine (:mod:`benchmarks.results.machine_moves`): rows
+trained by SGD moved between machines (docs/results/machines/), while the tangent and
+training-free rows were the same to 0.0. Each row's mean over n seeds may move by the 95%
+bound of the measured moves at n seeds; a claim whose Holm interval clears 0 (or, for
+"equivalent", ±δ) by less than its two rows' bounds together is "not resolved across machines".
 
 The comparison for "the best shipped method" names its method in advance
 (``ranpac-layer``, the RanPAC-style head on the layer chosen on experience 0) rather than
@@ -34,7 +33,6 @@ harder to hold, and the cell names the rival it was judged against.
 
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from benchmarks.methods import method_family, method_row
@@ -53,11 +51,11 @@ from benchmarks.results.intervals import (
     verdict,
     within,
 )
+from benchmarks.results.machine_moves import machine_margin, measured_moves
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
-           "SINGLE_SEED_MOVE", "ACROSS_MACHINES", "machine_margin", "measured_mean_shift", "SMALLEST_DIFFERENCE",
-           "EQUIVALENT"]
+           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -67,10 +65,6 @@ ACROSS_MACHINES = "not resolved across machines"  # resolved after Holm, but a m
 # confirmatory run (docs/preregistration.md): a claim whose Holm interval, widened by its
 # rows' machine margins, lies inside ±δ is "equivalent" (no real difference either way)
 SMALLEST_DIFFERENCE = 2.0
-# points: the largest change of one seed of one row measured on another machine (issue 40:
-# `make demo` of one commit on an Intel AVX-512 machine; an SGD row, one seed)
-SINGLE_SEED_MOVE = 15.7
-_MACHINE_FILES = ("spread.csv", "kernels.csv")  # docs/results/machines/: means of one run on two machines
 
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int, str]
@@ -184,28 +178,6 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
             + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
 
 
-def measured_mean_shift(folder: Optional[Path] = None) -> float:
-    """Points: the largest change of a row's mean between two machines in the committed
-    comparisons (``docs/results/machines/``; 0 when there are none)."""
-    from benchmarks.results.spread import read_spread_csv
-
-    folder = folder or Path(__file__).resolve().parents[2] / "docs" / "results" / "machines"
-    shifts = [abs(float(r["mean_a"]) - float(r["mean_b"]))  # type: ignore[arg-type]
-              for name in _MACHINE_FILES if (folder / name).is_file() for r in read_spread_csv(folder / name)]
-    return 100 * max(shifts, default=0.0)
-
-
-def machine_margin(method: str, seeds: int, mean_shift: float) -> float:
-    """Points by which ``method``'s mean over ``seeds`` seeds may move on another machine:
-    0 for the tangent and training-free rows (the same to 0.0 on every machine compared),
-    else the larger of ``mean_shift`` (:func:`measured_mean_shift`) and
-    :data:`SINGLE_SEED_MOVE` / ``seeds``."""
-
-    if method_family(method) in ("tangent", "training-free"):
-        return 0.0
-    return max(mean_shift, SINGLE_SEED_MOVE / max(seeds, 1))
-
-
 def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
     """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm,
     the family's size m, and :func:`withheld_reason`."""
@@ -227,12 +199,12 @@ def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[st
                 verdict=NO_VERDICT if reason else result if d.n < MIN_SEEDS else None)
     family = [key for key, c in cells.items() if c["verdict"] is None and c["repeats"] is None]
     steps = holm([p_value(cells[key]["paired"]) for key in family])  # type: ignore[arg-type]
-    shift = measured_mean_shift() if family else 0.0
+    moves = measured_moves() if family else []
     for key, step in zip(family, steps):
         cell, d = cells[key], cells[key]["paired"]
         low, high = interval(d, step.level)  # type: ignore[arg-type]
         claim = next(c for c in CLAIMS if c.text == key[0])
-        margin = sum(machine_margin(m, d.n, shift) for m in (claim.better, cell["rival"]))  # type: ignore[union-attr]
+        margin = sum(machine_margin(m, d.n, moves) for m in (claim.better, cell["rival"]))  # type: ignore[union-attr]
         verdict = (HOLDS if d.mean > 0 else FAILS) if step.rejected else NOT_RESOLVED  # type: ignore[union-attr]
         if verdict != NOT_RESOLVED and min(abs(100 * low), abs(100 * high)) <= margin:
             verdict = ACROSS_MACHINES
@@ -326,9 +298,10 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
             "one-sided tests at the claim's Holm level): no real difference either way. A \"best of\" claim whose "
             "strongest rival has its own claim refers to it and is counted once. \"Not resolved across machines\" "
             "when the Holm interval clears 0 (or, for equivalence, ±δ) by no more than the two rows could move on "
-            "another machine (0 for tangent and "
-            f"training-free rows, measured the same to 0.0; else the larger of the largest mean shift measured in "
-            f"docs/results/machines/ and {SINGLE_SEED_MOVE:g} points, one seed's measured move, over the seed count)."
+            "another machine: 0 for tangent and training-free rows, measured the same to 0.0; else the 95% bound "
+            "1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in docs/results/machines/, σ one "
+            "seed's move, B a row's systematic shift, the largest over the pairs of machines measured "
+            "(benchmarks/results/machine_moves.py)."
             " Verdicts need at least "
             f"{MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience of every trained row.")
     return "\n".join(header + lines + ["", note]) + "\n"

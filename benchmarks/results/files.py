@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from avalanche_tmc.files.filesystem import atomic_path
-from benchmarks.results.intervals import mean_std
 from benchmarks.methods import joint_methods, method_names, method_row
+from benchmarks.results.intervals import mean_std
 
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
@@ -49,7 +49,8 @@ TUNING_COLUMNS: Tuple[str, ...] = (
 )
 VARIANCE_COLUMNS: Tuple[str, ...] = ("protocol", "seed", "method", "accuracy")  # experiments/variance.py
 SPREAD_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "method", "seeds", "machine_a", "mean_a",
-                                   "machine_b", "mean_b", "max_seed_difference")  # benchmarks.tools.spread
+                                   "machine_b", "mean_b", "max_seed_difference",
+                                   "seed_difference_std")  # benchmarks.tools.spread
 COST_COLUMNS: Tuple[str, ...] = ("tier", "module", "tests", "seconds")  # benchmarks.results.suite_costs
 MAP_COLUMNS: Tuple[str, ...] = (  # the premise map (benchmarks.results.premise)
     "input", "dataset", "scenario", "tasks", "regime", "seeds", "joint", "joint_tangent", "tmc", "tmc_fc",
@@ -197,9 +198,9 @@ def csv_kind(path: PathLike) -> str:
         missing = [c for c in _REQUIRED if c not in header]
         lacks = f"; as a results.csv it lacks the column(s) {missing}" if missing else ""
         raise ReportFileError(f"{path}: its '{KIND_COLUMN}' column does not say one of {list(KINDS)} on every row "
-                              f"(found {found}{lacks}): not a file written by this version's runner (results, tuning, "
-                              "experiments/variance.py or benchmarks.tools.spread), or it was edited. The report expects "
-                              "the results.csv that python -m benchmarks.run wrote.")
+                              f"(found {found}{lacks}): not a file written by this version's runner (results, "
+                              "tuning, experiments/variance.py or benchmarks.tools.spread), or it was edited. The "
+                              "report expects the results.csv that python -m benchmarks.run wrote.")
     return kinds.pop()
 
 
@@ -212,8 +213,8 @@ def check_columns(path: PathLike, kind: str) -> None:
         raise ReportFileError(f"{path}: its '{KIND_COLUMN}' column says it is a {kind} file, but it lacks the "
                               f"column(s) {missing} of one: not a {kind} file, or it was edited. The report expects a "
                               "results.csv written by python -m benchmarks.run (or a tuning.csv, a variance.csv, a "
-                              "spread CSV of benchmarks.tools.spread or a costs CSV of benchmarks.results.suite_costs, with all of "
-                              "their columns).")
+                              "spread CSV of benchmarks.tools.spread or a costs CSV of benchmarks.results.suite_costs, "
+                              "with all of their columns).")
 
 
 def kind_columns(kind: str) -> Tuple[str, ...]:

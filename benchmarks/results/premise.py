@@ -29,7 +29,6 @@ import math
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from benchmarks.results.intervals import PairedDifference, mean_std, paired_difference
 from benchmarks.results.claims import RunKey, final_by_seed
 from benchmarks.results.files import (
     MAP_COLUMNS,
@@ -41,6 +40,7 @@ from benchmarks.results.files import (
     run_label,
     write_rows_csv,
 )
+from benchmarks.results.intervals import PairedDifference, mean_std, paired_difference
 
 __all__ = ["FIGURES", "MAX_GAP", "MIN_GAIN", "MET", "NOT_MET", "UNRESOLVED", "premise_figures", "premise_status",
            "premise_table", "premise_section", "MAP_COLUMNS", "map_rows", "map_table", "write_map_csv", "read_map_csv",

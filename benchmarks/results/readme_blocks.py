@@ -29,7 +29,8 @@ from benchmarks.results.spread import read_spread_csv
 from benchmarks.results.suite_costs import cost_table, read_costs
 from benchmarks.results.tables import markdown_table, spread_table, tuning_table, variance_table
 
-__all__ = ["GENERATED_END", "generated_block", "readme_block", "find_generated_blocks", "update_readme", "opening_fence", "closes_fence"]
+__all__ = ["GENERATED_END", "generated_block", "readme_block", "find_generated_blocks", "update_readme",
+           "opening_fence", "closes_fence"]
 
 GENERATED_END = "<!-- end generated -->"
 

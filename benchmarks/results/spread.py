@@ -29,12 +29,12 @@ def read_spread_csv(path: Path) -> List[Dict[str, object]]:
         r: Dict[str, object] = dict(raw)
         try:
             r["tasks"] = int(raw["tasks"])
-            for column in ("mean_a", "mean_b", "max_seed_difference"):
+            for column in ("mean_a", "mean_b", "max_seed_difference", "seed_difference_std"):
                 r[column] = float(raw[column])
         except ValueError:
             raise ReportFileError(f"{path}, line {line}: a value that is not a number: a cut or edited row.") \
                 from None
-        for column in ("mean_a", "mean_b", "max_seed_difference"):
+        for column in ("mean_a", "mean_b", "max_seed_difference", "seed_difference_std"):
             _check_fraction(path, line, column, raw[column])
         _check_unique(path, seen, tuple(raw[c] for c in ("dataset", "scenario", "tasks", "regime", "method",
                                                           "machine_a", "machine_b")), line,

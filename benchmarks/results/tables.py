@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from avalanche_tmc.files.filesystem import atomic_path
-from benchmarks.results.intervals import mean_std
 from benchmarks.methods import joint_methods, method_family, method_row, method_unit
-from benchmarks.results.premise import premise_figures, premise_section
+from benchmarks.results.claims import verdict_table
 from benchmarks.results.files import (
     ALL,
     COMPOSED,
@@ -37,7 +36,9 @@ from benchmarks.results.files import (
     run_label,
     seed_count,
 )
-from benchmarks.results.claims import verdict_table
+from benchmarks.results.intervals import mean_std
+from benchmarks.results.machine_moves import moves_of
+from benchmarks.results.premise import premise_figures, premise_section
 
 __all__ = ["markdown_table", "regime_tables", "timing_table", "incomplete_note", "write_markdown", "tuning_table",
            "variance_table"]
@@ -318,6 +319,12 @@ def spread_table(rows: Sequence[Row]) -> str:
         lines.append(_md_row([method_info(method)[0], *values]))
     first = rows[0] if rows else {}
     seeds = sorted({s for r in rows for s in str(r["seeds"]).split()}, key=int)
+    moves = moves_of(rows)
+    bounds = ", ".join(f"{moves.margin('joint', n):.1f} over {n}" for n in (5, 10, 20))
+    measured = (f"\nThe SGD rows' moves ({moves.moves} seeds of {moves.rows} rows; "
+                f"benchmarks/results/machine_moves.py): σ = {moves.seed_sd:.2f} points one seed's move, "
+                f"B = {moves.bias:.2f} points a row's systematic shift, so a row's mean may move by "
+                f"1.96·sqrt(B² + σ²/n) = {bounds} seeds.\n") if moves.rows else ""
     return (f"Final accuracy (%) of the same runs on {first.get('machine_a', '?')} vs {first.get('machine_b', '?')}, "
             f"mean over the seeds both ran ({', '.join(seeds)}), and in brackets the largest difference of one seed "
-            "(points):\n\n" + "\n".join(lines) + "\n")
+            "(points):\n\n" + "\n".join(lines) + "\n" + measured)

@@ -30,7 +30,9 @@ Row = Mapping[str, object]
 
 def machine_spread(rows_a: Sequence[Row], rows_b: Sequence[Row], name_a: str, name_b: str) -> List[Dict[str, object]]:
     """One dict per (run, method) that both files have: the mean final accuracy on each
-    machine over the seeds both ran, and the largest absolute per-seed difference."""
+    machine over the seeds both ran, the largest absolute per-seed difference and the
+    sample standard deviation of the per-seed differences (0 over one seed), from which
+    :mod:`benchmarks.results.machine_moves` derives the cross-machine margin."""
     finals_a, finals_b = final_by_seed(rows_a), final_by_seed(rows_b)
     out = []
     for key, seeds_a in finals_a.items():
@@ -42,7 +44,8 @@ def machine_spread(rows_a: Sequence[Row], rows_b: Sequence[Row], name_a: str, na
         a, b = [seeds_a[s] for s in common], [seeds_b[s] for s in common]  # type: ignore[index]
         out.append(dict(dataset=dataset, scenario=scenario, tasks=tasks, regime=regime, method=method,
                         seeds=" ".join(map(str, common)), machine_a=name_a, mean_a=mean_std(a)[0], machine_b=name_b,
-                        mean_b=mean_std(b)[0], max_seed_difference=max(abs(x - y) for x, y in zip(a, b))))
+                        mean_b=mean_std(b)[0], max_seed_difference=max(abs(x - y) for x, y in zip(a, b)),
+                        seed_difference_std=mean_std([y - x for x, y in zip(a, b)])[1]))
     return out
 
 

@@ -263,25 +263,54 @@ def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
     assert "holds" not in page and "fails" not in page
 
 
-def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machines(tmp_path):
-    """SGD rows moved between machines (a mean by the largest shift measured, one seed by
-    15.7 points); tangent and training-free rows did not. TMC > Soup clears 0 after Holm by
-    less than Soup's margin at 5 seeds: not resolved across machines; TMC > TMC-Seq (both
-    tangent, margin 0) by as little still holds."""
-    from benchmarks.results.claims import ACROSS_MACHINES, SINGLE_SEED_MOVE, machine_margin, measured_mean_shift
+def _spread_row(method, mean_a, mean_b, sd, seeds="0 1 2"):
+    return dict(dataset="d", scenario="class", tasks=2, regime="r", method=method, seeds=seeds, machine_a="a",
+                mean_a=mean_a, machine_b="b", mean_b=mean_b, max_seed_difference=0.1, seed_difference_std=sd)
+
+
+def test_the_machine_margin_is_the_95_percent_bound_of_the_measured_moves_at_the_seed_count(tmp_path):
+    """By hand: two SGD rows over 3 seeds moved by +3 (std 2) and -1 (std 1) points: pooled
+    σ² = (2·4 + 2·1) / 4 = 2.5; B² = mean(3² - 2.5/3, 1² - 2.5/3) = 4.1667; a mean over 5
+    seeds may move by 1.96·sqrt(4.1667 + 2.5/5) = 4.234 points, over 20 by 1.96·sqrt(4.1667 +
+    2.5/20) = 4.060: fewer with more seeds, never below 1.96·B. TMC's own move (a tangent
+    row) is left out; the margin is the largest over the comparisons, 0 with none."""
+    from benchmarks.results.machine_moves import Z95, machine_margin, measured_moves, moves_of
     from benchmarks.tools.spread import write_spread_csv
 
-    write_spread_csv([dict(dataset="d", scenario="class", tasks=2, regime="r", method="joint", seeds="0 1 2",
-                           machine_a="a", mean_a=0.80, machine_b="b", mean_b=0.75, max_seed_difference=0.1)],
-                     tmp_path / "spread.csv")
-    assert measured_mean_shift(tmp_path) == pytest.approx(5.0) and measured_mean_shift(tmp_path / "none") == 0.0
-    assert machine_margin("soup", 5, 1.0) == pytest.approx(SINGLE_SEED_MOVE / 5)
-    assert machine_margin("soup", 5, 5.0) == 5.0 and machine_margin("tmc", 5, 5.0) == 0.0
-    assert machine_margin("ranpac-layer", 1, 5.0) == 0.0
+    rows = [_spread_row("soup", 0.50, 0.53, 0.02), _spread_row("ewc", 0.40, 0.39, 0.01),
+            _spread_row("tmc", 0.40, 0.30, 0.05)]
+    moves = moves_of(rows, "a.csv")
+    assert (moves.seed_sd, moves.bias, moves.rows, moves.moves) == (
+        pytest.approx(math.sqrt(2.5)), pytest.approx(math.sqrt(4.1667), rel=1e-4), 2, 6)
+    assert moves.margin("soup", 5) == pytest.approx(Z95 * math.sqrt(25 / 6 + 0.5)) == pytest.approx(4.234, abs=1e-3)
+    assert moves.margin("joint", 20) == pytest.approx(4.060, abs=1e-3) and moves.margin("tmc", 5) == 0.0
+    assert moves.margin("ranpac-layer", 1) == 0.0
+    # a comparison whose rows moved no more than their seeds' spread explains: no systematic shift
+    noise = moves_of([_spread_row("soup", 0.50, 0.505, 0.02), _spread_row("ewc", 0.40, 0.397, 0.01)], "b.csv")
+    assert noise.bias == 0.0 and noise.margin("soup", 4) == pytest.approx(Z95 * math.sqrt(2.5 / 4))
+    assert machine_margin("soup", 5, [noise, moves]) == moves.margin("soup", 5)
+    assert machine_margin("soup", 5, []) == 0.0
+    write_spread_csv(rows, tmp_path / "spread.csv")  # read back from the committed file names
+    (read,) = measured_moves(tmp_path)
+    assert read.name == "spread.csv" and read.bias == pytest.approx(moves.bias)
+    assert measured_moves(tmp_path / "none") == []
+
+
+def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machines():
+    """SGD rows moved between machines (the committed comparisons: a margin per SGD row at
+    5 seeds); tangent and training-free rows did not. TMC > Soup clears 0 after Holm by less
+    than Soup's margin at 5 seeds: not resolved across machines; TMC > TMC-Seq (both
+    tangent, margin 0) by as little still holds."""
+    from benchmarks.results.claims import ACROSS_MACHINES
+    from benchmarks.results.machine_moves import machine_margin, measured_moves
+
+    margin = machine_margin("soup", 5, measured_moves())
+    assert margin > 1.0
     finals = {"tmc": [0.50, 0.51, 0.52, 0.50, 0.51], "soup": [0.47, 0.48, 0.49, 0.47, 0.48],
               "tmc-seq": [0.47, 0.48, 0.49, 0.47, 0.48]}
     judged = {r["claim"]: r for r in verdict_rows(_rows(finals))}
     soup, seq = judged["TMC > Soup"], judged["TMC > TMC-Seq (class-IL)"]
+    assert soup["machine_margin"] == pytest.approx(margin)
     assert 0 < soup["adjusted_low"] < soup["machine_margin"] and soup["verdict"] == ACROSS_MACHINES
     assert seq["machine_margin"] == 0.0 and seq["adjusted_low"] == soup["adjusted_low"] and seq["verdict"] == HOLDS
     assert "**not resolved across machines** (its rows may move ±" in verdict_table(_rows(finals))
@@ -330,7 +359,7 @@ def test_equivalence_by_hand_and_its_duality_with_the_interval():
 def test_a_claim_whose_holm_interval_lies_within_delta_is_equivalent_unless_a_machine_could_push_it_out():
     """TMC against TMC-Seq (both tangent: no machine margin) differs by a tenth of a point:
     equivalent within ±2; TMC against Soup differs as little, but Soup is an SGD row whose
-    mean may move by 15.7 / 5 points on another machine: not resolved across machines; TMC
+    mean may move by its machine margin at 5 seeds: not resolved across machines; TMC
     against EWC (25 points) holds as before."""
     from benchmarks.results.claims import ACROSS_MACHINES, SMALLEST_DIFFERENCE
     from benchmarks.results.intervals import EQUIVALENT
