@@ -25,7 +25,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv",
+    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS",
     "csv_kind", "kind_columns", "check_columns",
 ]
 
@@ -52,12 +52,15 @@ SPREAD_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "me
                                    "machine_b", "mean_b", "max_seed_difference",
                                    "seed_difference_std")  # benchmarks.tools.spread
 COST_COLUMNS: Tuple[str, ...] = ("tier", "module", "tests", "seconds")  # benchmarks.results.suite_costs
+SEED_COUNT_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.seed_count
+    "dataset", "scenario", "tasks", "regime", "claim", "rival", "pilot_seeds", "difference", "paired_std",
+    "pilot_verdict", "family", "cap", "delta", "seeds_needed", "decides")
 MAP_COLUMNS: Tuple[str, ...] = (  # the premise map (benchmarks.results.premise)
     "input", "dataset", "scenario", "tasks", "regime", "seeds", "joint", "joint_tangent", "tmc", "tmc_fc",
     "gap", "gap_low", "gap_high", "loss", "loss_low", "loss_high", "gain", "gain_low", "gain_high", "premise",
     "seconds_per_seed",
 )
-KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map")
+KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -220,7 +223,7 @@ def check_columns(path: PathLike, kind: str) -> None:
 def kind_columns(kind: str) -> Tuple[str, ...]:
     """The columns every file of ``kind`` (:data:`KINDS`) has."""
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS, "spread": SPREAD_COLUMNS,
-            "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS}[kind]
+            "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS}[kind]
 
 
 def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:

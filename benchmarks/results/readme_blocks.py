@@ -181,4 +181,8 @@ def generated_block(path: PathLike) -> str:
         return tuning_table(read_tuning_csv(path))
     if kind == "variance":
         return variance_table(read_tuning_csv(path))
+    if kind == "seed-count":
+        from benchmarks.results.seed_count import read_seed_counts, seed_count_table  # (it imports the claims)
+
+        return seed_count_table(read_seed_counts(Path(path)))
     return readme_block(read_csv(path))
