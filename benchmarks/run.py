@@ -222,7 +222,7 @@ def regime_label(freeze_until: Any) -> str:
 def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
     """All method groups of one (dataset, scenario, tasks, regime) run over its seeds: its
     result rows (one per seed) and, when the run is tuned, its tuning trials."""
-    groups = groups_for(list(run.methods), own_tme=run.tme_beta is not None)
+    groups = groups_for(list(run.methods))
     train, test, top = prepare(run, data_root=options.data_root, weights=options.weights)
     if options.decoded_cache:  # before the scenario wraps them (preflight: image folders only)
         train, test = (decode_once(d, num_workers=options.workers) for d in (train, test))

@@ -5,7 +5,7 @@ what their strategies share (:mod:`.builders`) and how the runner builds one
 (:mod:`.build`). Importing this package imports neither Avalanche nor ``baselines``."""
 
 from benchmarks.methods import catalogue  # noqa: F401  (registers every group)
-from benchmarks.methods.catalogue import TME_GROUP, group_named, groups_for
+from benchmarks.methods.catalogue import group_named, groups_for
 from benchmarks.methods.registry import (
     FAMILIES,
     TUNINGS,
@@ -27,6 +27,6 @@ from benchmarks.methods.train_config import TrainConfig
 
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
-    "group_named", "TME_GROUP", "joint_methods", "method_family", "method_unit", "groups_for", "FAMILIES", "TUNINGS",
+    "group_named", "joint_methods", "method_family", "method_unit", "groups_for", "FAMILIES", "TUNINGS",
     "representatives", "tangent_units", "tuning_unit", "config_for",
 ]

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from avalanche_tmc import Adaptation
 
-__all__ = ["TME_GROUP", "group_named", "groups_for"]
+__all__ = ["group_named", "groups_for"]
 
 
 def create_strategy(name: str, network: nn.Module, **options: Any) -> "SupervisedTemplate":
@@ -52,7 +52,8 @@ def _tangent(strategy: str, swap_beta: bool = False, own_tme_beta: bool = False)
     def build(top, cfg, common):
         net = tangent_base(top, cfg)
         start_at = None if strategy == "tmc-fc" else linearize_start(cfg.linearize_from, net)
-        beta = other_beta(cfg.beta) if swap_beta else cfg.tme_beta if own_tme_beta else cfg.beta
+        beta = (other_beta(cfg.beta) if swap_beta else cfg.tme_beta if own_tme_beta and cfg.tme_beta is not None
+                else cfg.beta)
         return create_strategy(strategy, net, start_at=start_at, lr=cfg.lr_tangent, beta=beta, **decay_arguments(cfg),
                                **common)
 
@@ -60,7 +61,7 @@ def _tangent(strategy: str, swap_beta: bool = False, own_tme_beta: bool = False)
 
 
 def _tangent_mode(strategy, row: str) -> None:
-    strategy.tangent_plugin.mode = row
+    strategy.tangent_plugin.mode = "tme" if row == "tme-tmc" else row
 
 
 def _tangent_components(strategy) -> Dict[int, Forward]:
@@ -112,35 +113,33 @@ def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, t
 
 register_method(
     "tangent", Row("tmc", "TMC", "O(1)", parallel=True, shipped=True),
-    Row("tme", "TME", "O(T)", parallel=True, shipped=True),
+    Row("tme-tmc", "TME of TMC's components", "O(T)", parallel=True),
     select=_tangent_mode, components=_tangent_components, component_row="tmc", family="tangent", cost=3,
     tuning="represents",
-)(_tangent("tme"))  # trained once, evaluated as TMC or TME by select
-# TME with a β of its own (the paper's text: 5 for TME, 25 for TMC in class/task-IL) trains
-# its own components: one more tangent training per experience. Not registered (its row is
-# the "tangent" group's "tme"): groups_for(..., own_tme=True) puts it in that group's place.
-TME_GROUP = MethodGroup("tme", (_GROUPS["tangent"].rows[1],), _tangent("tme", own_tme_beta=True),
-                        components=_tangent_components, component_row="tme", family="tangent", cost=3)
+)(_tangent("tme"))  # trained once, evaluated as TMC or as the ensemble of its components by select
+# TME as the paper trains it: components of its own, with its own β (the paper's text: 5 in
+# every scenario, where TMC has 25 in class/task-IL: ``tme_beta``; None: the scenario's β),
+# one more tangent training per experience, and a learning rate and epochs tuned for them.
+register_method(
+    "tme", Row("tme", "TME", "O(T)", parallel=True, shipped=True),
+    select=_tangent_mode, components=_tangent_components, component_row="tme", family="tangent", cost=3,
+    tuning="self",
+)(_tangent("tme", own_tme_beta=True))
 
 
 def group_named(name: str) -> MethodGroup:
-    """The group ``name``: a registered one or :data:`TME_GROUP` (KeyError if neither)."""
-    return TME_GROUP if name == TME_GROUP.name else _GROUPS[name]
+    """The registered group ``name`` (KeyError if none)."""
+    return _GROUPS[name]
 
 
-def groups_for(methods: Sequence[str], *, own_tme: bool = False) -> List[Tuple[MethodGroup, Tuple[str, ...]]]:
-    """The groups needed for ``methods`` and, for each, the requested rows. ``own_tme``:
-    TME trains its own components (with ``TrainConfig.tme_beta``) in a group of its own,
-    :data:`TME_GROUP`, instead of evaluating TMC's."""
+def groups_for(methods: Sequence[str]) -> List[Tuple[MethodGroup, Tuple[str, ...]]]:
+    """The groups needed for ``methods`` and, for each, the requested rows."""
     unknown = [m for m in methods if m not in _ROWS]
     if unknown:
         raise ValueError(f"Unknown method(s) {unknown}; valid: {', '.join(_ROWS)}.")
     chosen = []
     for group in _GROUPS.values():
         rows = tuple(r for r in group.row_names if r in methods)
-        if own_tme and group.name == "tangent" and "tme" in rows:
-            rows = tuple(r for r in rows if r != "tme")
-            chosen.append((TME_GROUP, ("tme",)))
         if rows:
             chosen.append((group, rows))
     return chosen

@@ -37,7 +37,7 @@ class TrainConfig:
     linearize_from: Optional[str] = None  # tangent methods linearize from this module on (None: everything)
     decay: float = 0.0  # decay on δ of the tangent methods (avalanche_tmc's ``decay``; 0: none)
     decay_kind: str = "norm"
-    tme_beta: Optional[float] = None  # the RSL β of TME's own components (None: TME shares TMC's)
+    tme_beta: Optional[float] = None  # the RSL β of TME's own components (None: the scenario's, TMC's)
     schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": from the epoch after
     amp: Optional[str] = None  # "bf16" / "fp16": forwards under autocast (AutocastPlugin)
     amp_init_scale: Optional[float] = None  # fp16: the GradScaler's first scale (None: AutocastPlugin's)

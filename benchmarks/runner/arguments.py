@@ -18,7 +18,7 @@ from avalanche_tmc.cli.argtypes import (  # standard library only
 from avalanche_tmc.cli.parser import Parser  # standard library only
 from avalanche_tmc.loggers import LOGGERS, check_loggers  # standard library only
 from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, SCENARIOS
-from benchmarks.runner.presets import PRESETS
+from benchmarks.runner.presets import PILOT_SEEDS, PRESETS
 from benchmarks.runner.refusals import Refusal
 
 if TYPE_CHECKING:  # torch and Avalanche are imported once the command line is read: --help answers at once
@@ -230,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="norm: + decay·sqrt(1e-6 + ‖δ‖²) in the loss (the authors'); squared: Adam's L2 "
                              "weight decay; decoupled: AdamW's")
     recipe.add_argument("--tme-beta", type=_bounded_float(1000.0, "the paper: 5"),
-                        help="TME trains its own components with this RSL β (the paper's text: 5); unset, TME "
-                             "evaluates TMC's components")
+                        help="the RSL β of TME's own components (the paper's text: 5; the main job and the paper "
+                             "presets set it); unset, the scenario's β; the row tme-tmc ensembles TMC's components")
     recipe.add_argument("--schedule", choices=RECIPE_CHOICES["schedule"],
                         help="step: lr x0.1 from each milestone epoch on (the paper's text); authors: from the epoch "
                              "after it (their code's lr·0.1^#{m < epoch})")
@@ -346,9 +346,16 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
     if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
         overrides["data_options"] = {}
     try:
-        return [RunConfig.from_dict(_override(run, overrides)) for run in runs]
+        resolved = [RunConfig.from_dict(_override(run, overrides)) for run in runs]
     except ValueError as error:
         raise Refusal(str(error)) from None
+    pilot = set(PILOT_SEEDS.get(args.preset, ()))
+    reused = sorted(pilot & {seed for run in resolved for seed in run.seeds})
+    if reused:
+        raise Refusal(f"--preset {args.preset} is a confirmatory run: seed(s) {', '.join(map(str, reused))} are its "
+                      f"pilot's ({', '.join(map(str, sorted(pilot)))}, make demo), whose results sized it; run the "
+                      "seeds fixed before its results (docs/preregistration.md), or others the pilot did not use.")
+    return resolved
 
 
 # Flags after which a run's fixed, tuned values no longer describe it.

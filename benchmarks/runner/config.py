@@ -58,7 +58,7 @@ class RunConfig:
     linearize_from: Optional[str] = None  # tangent methods: first linearized module (None: all)
     decay: float = 0.0  # decay on δ (tangent methods), avalanche_tmc's ``decay``
     decay_kind: str = "norm"  # "norm" (the authors'), "squared" or "decoupled"
-    tme_beta: Optional[float] = None  # TME trained with its own β (None: TMC's components)
+    tme_beta: Optional[float] = None  # the β of TME's own components (None: the scenario's)
     schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": after it
     transforms: str = "square"  # image datasets: "square" (resize) or "authors" (crop + flip)
     class_order: str = "seeded"  # "seeded" (by the data seed) or "label" (the authors')

@@ -4,11 +4,12 @@ A preset is a list of runs; each run is a dict of :func:`benchmarks.run` options
 Command-line flags override every run of a preset.
 """
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 __all__ = ["PRESETS", "PAPER", "AUTHORS", "OFFLINE", "REGIMES", "MAIN_IMAGE_SIZE", "MAIN_REGIME", "MAIN_BATCH",
            "MAIN_TUNED", "MAIN_TUNE", "OUTSIDE_IMAGE_SIZE", "OUTSIDE_REGIME", "OUTSIDE_BATCH", "OUTSIDE_TUNED",
-           "DEEP_REGIME", "DEEP_BATCH", "DEEP_TUNED", "MAIN_SEEDS"]
+           "DEEP_REGIME", "DEEP_BATCH", "DEEP_TUNED", "MAIN_SEEDS", "MAIN_TME_BETA", "TME_TUNED",
+           "CONFIRM_SEEDS", "PILOT_SEEDS"]
 
 # The paper's training recipe (appendix A): 50 epochs, batch 32, lr x0.1 at epochs 25 and 40,
 # Adam lr 1e-4 for tangent models, SGD for the original ones; ImageNet ResNet-50.
@@ -54,15 +55,21 @@ OFFLINE = dict(
 # grows past an edge up to a cap of 40 epochs (its tuning.csv is committed under
 # docs/results/offline-tuning/; tests/benchmarks/test_presets.py checks these values
 # against it), every unit with the learning rate x0.1 at 1/2 and 3/4 of its epochs.
+# TME as the paper trains it (its own components, β = 5 in every scenario, issue 48): its
+# unit tuned for itself on the same grid by ``--preset offline-tuning-tme`` (committed under
+# docs/results/offline-tuning-tme/; rows do not depend on the methods beside them, so it is
+# the tuning the main grid would have given it)
+MAIN_TME_BETA = 5.0
+TME_TUNED: Dict[str, Dict[str, Tuple[float, int]]] = {"class": {}, "data": {}}
 MAIN_IMAGE_SIZE = 64
 MAIN_REGIME = "blocks.6"
 MAIN_BATCH = 32
 MAIN_DECAY = (0.5, 0.75)
 MAIN_TUNED = {  # scenario -> tuning unit -> (learning rate, epochs)
     "class": {"tangent": (3e-3, 10), "non-linear": (3e-2, 20), "er": (1e-1, 40), "der": (1e-1, 40),
-              "joint": (1e-1, 20), "joint-tangent": (1e-2, 20)},
+              "joint": (1e-1, 20), "joint-tangent": (1e-2, 20), **TME_TUNED["class"]},
     "data": {"tangent": (3e-4, 20), "non-linear": (1e-2, 40), "er": (3e-2, 40), "der": (3e-2, 40),
-             "joint": (1e-1, 20), "joint-tangent": (9.49e-4, 20)},
+             "joint": (1e-1, 20), "joint-tangent": (9.49e-4, 20), **TME_TUNED["data"]},
 }
 # The grid the main job is tuned on (the premise map's): it grows where a choice sits on its
 # edge (3 rounds: in data-IL the tangent unit went down to 3e-4 and still sat on the edge
@@ -98,6 +105,12 @@ DEEP_TUNED = {
 # batch order, new-head initialisation, random projections; with ``order_by_seed`` the
 # class order and data-IL shards too).
 MAIN_SEEDS = (0, 1, 2, 3, 4)
+# The confirmatory run's seeds (issue 48), fixed with its seed count before its results exist
+# (docs/preregistration.md): 20 seeds the pilot (the main job, MAIN_SEEDS) did not use; with
+# ``order_by_seed`` their class orders and shards (data seeds 100-119) are new too.
+CONFIRM_SEEDS = tuple(range(100, 120))
+# preset -> the seeds of the pilot that sized it, which it refuses to run
+PILOT_SEEDS = {"offline-confirm": MAIN_SEEDS}
 # preset of the tuning -> (image size, regime, batch, tuned values, grid) of the runs it tunes
 _REGIME_RUNS = {"offline-tuning": (MAIN_IMAGE_SIZE, MAIN_REGIME, MAIN_BATCH, MAIN_TUNED, MAIN_TUNE),
                 "offline-32px-tuning": (OUTSIDE_IMAGE_SIZE, OUTSIDE_REGIME, OUTSIDE_BATCH, OUTSIDE_TUNED, {}),
@@ -110,7 +123,7 @@ def _main_run(scenario: str, tuning: str, **run) -> dict:
     return dict(OFFLINE, scenario=scenario, tasks=5, image_size=size, freeze_until=regime, batch_size=batch,
                 lr_tangent=tuned["tangent"][0], tangent_epochs=tuned["tangent"][1], lr=tuned["non-linear"][0],
                 epochs=tuned["non-linear"][1], tuned=tuned, decay_at=MAIN_DECAY, tuned_by=f"--preset {tuning}",
-                seeds=MAIN_SEEDS, **run)
+                **{"seeds": MAIN_SEEDS, **run})
 
 
 # The main job's rows, the same in every scenario: the paper's (TMC, TME, TMC-FC; TMC-Seq in
@@ -123,33 +136,39 @@ def _main_run(scenario: str, tuning: str, **run) -> dict:
 # numbers in both, because each experience's training is seeded by the seed and its id.
 _BASELINES = "naive,er,lwf,ewc,der"
 _MAIN_METHODS = {
-    "class": f"tmc,tme,tmc-fc,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint,joint-tangent",
-    "data": f"tmc,tme,tmc-seq,tmc-fc,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint,joint-tangent",
+    "class": f"tmc,tme,tme-tmc,tmc-fc,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint,joint-tangent",
+    "data": f"tmc,tme,tme-tmc,tmc-seq,tmc-fc,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint,joint-tangent",
 }
 # the main job's rows before the premise rows (TMC-FC, Joint-Tangent) were added: the
 # deeper run's committed results (docs/results/offline-blocks4/) were made with these
 _MAIN_METHODS_BEFORE_PREMISE = {
-    "class": f"tmc,tme,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
-    "data": f"tmc,tme,tmc-seq,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
+    "class": f"tmc,tme-tmc,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
+    "data": f"tmc,tme-tmc,tmc-seq,soup,ens-l,ens-sm,ranpac-layer,{_BASELINES},joint",
 }
+# the 32 px job's rows (its committed results: TME was the ensemble of TMC's components then)
+_MAIN_METHODS_32PX = {scenario: methods.replace("tme,tme-tmc", "tme-tmc")
+                      for scenario, methods in _MAIN_METHODS.items()}
 _FULL_METHODS = {
-    "class": f"tmc,tme,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,adapt-ridge,"
+    "class": f"tmc,tme,tme-tmc,tmc-fc,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,ncm,slda,"
+             f"adapt-ridge,"
              f"{_BASELINES},joint,joint-tangent",
-    "data": f"tmc,tme,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,"
+    "data": f"tmc,tme,tme-tmc,tmc-seq,tmc-alt-beta,soup,ens-l,ens-sm,stats-ridge,ranpac,ranpac-layer,adapt-ridge,"
             f"{_BASELINES},joint,joint-tangent",
 }
 
 
-def _main_runs(methods: Dict[str, str], tuning: str = "offline-tuning", order_by_seed: bool = False) -> List[dict]:
+def _main_runs(methods: Dict[str, str], tuning: str = "offline-tuning", order_by_seed: bool = False,
+               **run) -> List[dict]:
     return [
         _main_run("class", tuning, dataset="mnist_like_30", beta=25.0, task_il=True, order_by_seed=order_by_seed,
-                  data_options={"train_per_class": 60, "test_per_class": 20}, methods=methods["class"]),
+                  data_options={"train_per_class": 60, "test_per_class": 20}, methods=methods["class"], **run),
         _main_run("data", tuning, dataset="emoji_styles", beta=5.0, order_by_seed=order_by_seed,
-                  data_options={"categories": 8, "limit_per_category": 60}, methods=methods["data"]),
+                  data_options={"categories": 8, "limit_per_category": 60}, methods=methods["data"], **run),
     ]
 
 
-_TUNED_ROWS = "tmc,tme,soup,ens-l,ens-sm,er,der,joint"
+# (the tangent unit is scored by TMC and the ensemble of its components, as it was tuned)
+_TUNED_ROWS = "tmc,tme-tmc,soup,ens-l,ens-sm,er,der,joint"
 
 
 def _tuning_runs(tuning: str, methods: str = _TUNED_ROWS) -> List[dict]:
@@ -165,14 +184,18 @@ def _tuning_runs(tuning: str, methods: str = _TUNED_ROWS) -> List[dict]:
 
 PRESETS: Dict[str, List[dict]] = {
     # the main job: the premise rows in every scenario, the class order / shards drawn per seed
-    "offline": _main_runs(_MAIN_METHODS, order_by_seed=True),
-    "offline-full": _main_runs(_FULL_METHODS, order_by_seed=True),
+    "offline": _main_runs(_MAIN_METHODS, order_by_seed=True, tme_beta=MAIN_TME_BETA),
+    "offline-full": _main_runs(_FULL_METHODS, order_by_seed=True, tme_beta=MAIN_TME_BETA),
     "offline-tuning": _tuning_runs("offline-tuning", f"{_TUNED_ROWS},joint-tangent"),
+    "offline-tuning-tme": [dict(run, tme_beta=MAIN_TME_BETA) for run in _tuning_runs("offline-tuning", "tme")],
+    # the confirmatory run (issue 48): the main job's rows at the seeds fixed before its results
+    # (docs/preregistration.md), none of the pilot's (the main job's, which sized it)
+    "offline-confirm": _main_runs(_MAIN_METHODS, order_by_seed=True, tme_beta=MAIN_TME_BETA, seeds=CONFIRM_SEEDS),
     # the main job's premise rows alone over 10 seeds (its seeds 0-4 are the main job's own)
     "offline-premise": [dict(run, methods="joint,joint-tangent,tmc,tmc-fc", seeds=tuple(range(10)), task_il=False)
                         for run in _main_runs(_MAIN_METHODS, order_by_seed=True)],
     # the main job until issue 40, outside the premise (32 px, blocks 5-6, batch 64)
-    "offline-32px": _main_runs(_MAIN_METHODS, "offline-32px-tuning", order_by_seed=True),
+    "offline-32px": _main_runs(_MAIN_METHODS_32PX, "offline-32px-tuning", order_by_seed=True),
     "offline-32px-tuning": _tuning_runs("offline-32px-tuning"),
     "offline-blocks4": _main_runs(_MAIN_METHODS_BEFORE_PREMISE, "offline-blocks4-tuning"),
     "offline-blocks4-tuning": _tuning_runs("offline-blocks4-tuning"),
@@ -192,9 +215,9 @@ PRESETS: Dict[str, List[dict]] = {
 REGIMES = ("classifier", "blocks.6", "blocks.4", "blocks.0")
 _STUDY_DATA = {
     "class": dict(dataset="mnist_like_30", beta=25.0, data_options={"train_per_class": 60, "test_per_class": 20},
-                  methods="tmc,tme,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),
+                  methods="tmc,tme-tmc,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),
     "data": dict(dataset="emoji_styles", beta=5.0, data_options={"categories": 8, "limit_per_category": 60},
-                 methods="tmc,tme,tmc-seq,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),
+                 methods="tmc,tme-tmc,tmc-seq,soup,ens-l,ens-sm,ranpac,ranpac-layer,adapt-ridge,joint,joint-tangent"),
 }
 PRESETS["offline-regimes"] = [
     dict(OFFLINE, scenario=scenario, tasks=5, freeze_until=regime, tune={}, **_STUDY_DATA[scenario])
@@ -203,7 +226,7 @@ PRESETS["offline-regimes"] = [
 # the same pipeline in a minute (tests): two regimes, one trial per family
 PRESETS["tiny-regimes"] = [
     dict(OFFLINE, dataset="digits", scenario="class", tasks=3, beta=25.0, epochs=1, freeze_until=regime,
-         data_options={}, methods="tmc,tme,soup,ens-l,ens-sm,joint",
+         data_options={}, methods="tmc,tme-tmc,soup,ens-l,ens-sm,joint",
          tune=dict(tangent_lrs=(1e-3,), lrs=(1e-2,), epochs=(1,), val_fraction=0.2, decay_at=()))
     for regime in ("classifier", "blocks.6")
 ]

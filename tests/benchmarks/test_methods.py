@@ -30,7 +30,8 @@ from tests.helpers import TinyResNet
 def test_table_order_is_registration_order_with_the_paper_rows_first_and_joint_last():
     names = method_names()
     assert len(set(names)) == len(names)
-    assert names[:3] == ("tmc", "tme", "tmc-seq")  # the paper's methods lead the tables
+    # the paper's methods lead the tables (TMC's group, with the ensemble of its components, then TME's)
+    assert names[:4] == ("tmc", "tme-tmc", "tme", "tmc-seq")
     assert joint_methods() == ("joint", "joint-tangent") == names[-2:]  # the paragons close them
     assert set(BUILTIN_METHODS) <= set(names)  # every Avalanche baseline has a row
 
@@ -79,10 +80,12 @@ def test_a_tuned_unit_overrides_its_family_and_self_tuned_groups_keep_their_own_
 
 
 def test_groups_for_keeps_only_requested_rows_and_refuses_unknown_ones():
-    chosen = groups_for(["tme", "joint", "soup"])
-    assert [(g.name, rows) for g, rows in chosen] == [("tangent", ("tme",)), ("independent", ("soup",)),
+    chosen = groups_for(["tme-tmc", "joint", "soup"])
+    assert [(g.name, rows) for g, rows in chosen] == [("tangent", ("tme-tmc",)), ("independent", ("soup",)),
                                                       ("joint", ("joint",))]
-    assert component_row(chosen[0][0], ["tme"]) is None  # components go under "tmc" only
+    assert component_row(chosen[0][0], ["tme-tmc"]) is None  # TMC's components go under "tmc" only
+    (tme, rows), = groups_for(["tme"])  # the paper's TME: its own group and components
+    assert (tme.name, rows, component_row(tme, ["tme"])) == ("tme", ("tme",), "tme")
     with pytest.raises(ValueError, match="Unknown method"):
         groups_for(["tmc", "icarl"])
 
@@ -131,7 +134,7 @@ def test_a_group_says_how_it_is_tuned_and_what_it_costs_where_it_is_registered()
     """Scheduling and tuning read the registry: no other table lists groups."""
     groups = {g.name: g for g in method_groups()}
     assert groups["der"].cost > groups["naive"].cost > groups["slda"].cost == 1
-    assert {g.name for g in groups.values() if g.tuning == "self"} == {"er", "der", "joint", "joint-tangent"}
+    assert {g.name for g in groups.values() if g.tuning == "self"} == {"tme", "er", "der", "joint", "joint-tangent"}
     build = lambda top, cfg, common: None  # noqa: E731
     with pytest.raises(ValueError, match="nothing to tune"):
         register_method("free-tuned", Row("free-tuned", "F", "O(1)"), family="training-free", tuning="self")(build)

@@ -73,3 +73,20 @@ def test_main_presets_train_with_the_tuned_values_over_several_seeds(preset, tun
         assert (trial.dataset, trial.scenario, trial.image_size, trial.freeze_until, trial.batch_size,
                 trial.data_options) == (run.dataset, run.scenario, run.image_size, run.freeze_until, run.batch_size,
                                         run.data_options)
+
+
+def test_the_confirmatory_preset_runs_the_main_rows_at_fresh_seeds_and_refuses_the_pilot_s():
+    """``offline-confirm``: the main job's runs and rows (the paper's TME with β 5) at 20
+    seeds none of which the pilot (the main job) used; a pilot seed is refused by name."""
+    from benchmarks.runner.arguments import parse_args, resolve_runs
+    from benchmarks.runner.presets import CONFIRM_SEEDS, MAIN_TME_BETA
+
+    confirm, main = map(RunConfig.from_dict, PRESETS["offline-confirm"]), map(RunConfig.from_dict, PRESETS["offline"])
+    for run, pilot in zip(confirm, main):
+        assert run.seeds == CONFIRM_SEEDS and len(run.seeds) == 20 and not set(run.seeds) & set(MAIN_SEEDS)
+        assert run.replace(seeds=pilot.seeds) == pilot and run.order_by_seed and run.tme_beta == MAIN_TME_BETA
+    for flags in (["--seeds", "3,100"], ["--seed", "0"], ["--seeds", "5"]):
+        with pytest.raises(SystemExit, match=r"confirmatory run: seed\(s\) (3|0|0, 1, 2, 3, 4) are its pilot's"):
+            resolve_runs(parse_args(["--preset", "offline-confirm", *flags]))
+    assert resolve_runs(parse_args(["--preset", "offline-confirm", "--seeds", "7,8"]))[0].seeds == (7, 8)
+    assert resolve_runs(parse_args(["--preset", "offline", "--seeds", "3"]))[0].seeds == (0, 1, 2)  # no pilot there

@@ -130,10 +130,10 @@ def test_table_names_the_regime_and_the_learning_rate_and_epochs_of_each_tuning_
     settings = [line for line in md.splitlines() if line.startswith("- Learning rate / epochs")]
     assert settings == [
         "- Learning rate / epochs per experience, C-mnist_like_30 (5 tasks, from blocks.6): tangent 0.001 / 5, "
-        "non-linear 0.01 / 5, er 0.01 / 5, joint 0.01 / 5 (chosen on a validation split of the training data, see "
-        "tuning.csv)",
-        "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, non-linear 0.01 / 5, "
-        "er 0.01 / 5, joint 0.01 / 5, joint-tangent 0.01 / 5 (set by the run)",
+        "tme 0.001 / 5, non-linear 0.01 / 5, er 0.01 / 5, joint 0.01 / 5 (chosen on a validation split of the "
+        "training data, see tuning.csv)",
+        "- Learning rate / epochs per experience, D-emoji_like (3 tasks): tangent 0.001 / 5, tme 0.001 / 5, "
+        "non-linear 0.01 / 5, er 0.01 / 5, joint 0.01 / 5, joint-tangent 0.01 / 5 (set by the run)",
     ]
 
 

@@ -94,9 +94,9 @@ def test_each_tuning_unit_is_scored_by_a_registered_group_of_its_own():
     from benchmarks.methods import method_groups, representatives, tangent_units, tuning_unit
 
     groups = {g.name: g for g in method_groups()}
-    assert representatives() == {"tangent": "tangent", "non-linear": "independent", "er": "er", "der": "der",
-                                 "joint": "joint", "joint-tangent": "joint-tangent"}
-    assert tangent_units() == ("tangent", "joint-tangent")
+    assert representatives() == {"tangent": "tangent", "non-linear": "independent", "tme": "tme", "er": "er",
+                                 "der": "der", "joint": "joint", "joint-tangent": "joint-tangent"}
+    assert tangent_units() == ("tangent", "tme", "joint-tangent")
     for unit, name in representatives().items():
         assert tuning_unit(groups[name]) == unit
         if groups[name].tuning == "self":
