@@ -310,9 +310,13 @@ class TMEStrategy(_TangentStrategy):
 
     mode = "tme"
 
-    def __init__(self, *, beta: float = 5.0, **kwargs: Any):
-        """As :class:`TMCStrategy`'s constructor, with ``beta`` 5 by default (the paper's TME setting)."""
-        super().__init__(beta=beta, **kwargs)
+    def __init__(self, *, model: TangentModel, optimizer: Optional[Optimizer] = None,
+                 criterion: Optional[Callable] = None, beta: float = 5.0, **kwargs: Any):
+        """As :class:`TMCStrategy`'s constructor, with ``beta`` 5 by default (the paper's TME
+        setting). ``model``, ``optimizer`` and ``criterion`` lead, as in every Avalanche
+        strategy, so that Avalanche's positional call ``TMEStrategy(model, optimizer,
+        criterion)`` fills them."""
+        super().__init__(model=model, optimizer=optimizer, criterion=criterion, beta=beta, **kwargs)
 
 
 class TMCSeqStrategy(_TangentStrategy):

@@ -232,3 +232,17 @@ def test_zero_training_epochs_are_refused(epochs):
     """Issue 21: train_epochs=0 composed a zero δ with weight 1, diluting the others."""
     with pytest.raises(ValueError, match="train_epochs must be an integer >= 1"):
         TMCStrategy(model=TangentModel(TinyResNet(num_classes=3), num_classes=NUM_CLASSES), train_epochs=epochs)
+
+
+@pytest.mark.parametrize("strategy", [TMCStrategy, TMEStrategy, TMCSeqStrategy])
+def test_every_tangent_strategy_takes_avalanche_s_positional_call(strategy):
+    """``Strategy(model, optimizer, criterion)``, as Avalanche's strategies are called: each
+    lands where it belongs (TME's own ``beta`` once took the model); TME's RSL default stays 5."""
+    from avalanche_tmc import RescaledSquareLoss
+
+    model = TangentModel(TinyResNet(num_classes=NUM_CLASSES))
+    optimizer = torch.optim.Adam(model.delta_parameters(), lr=1e-3)
+    criterion = RescaledSquareLoss(beta=7.0)
+    built = strategy(model, optimizer, criterion)
+    assert (built.model, built.optimizer, built._criterion) == (model, optimizer, criterion)
+    assert TMEStrategy(model=TangentModel(TinyResNet(num_classes=NUM_CLASSES)))._criterion.beta == 5.0
