@@ -61,6 +61,11 @@ def preflight(runs: Sequence[RunConfig], options: Options) -> None:
     or dataset, a ``--data-option`` the loader does not take, a class too small for its
     split, a ``--tasks`` the data cannot be split into, a weights file whose hash does not
     match its name or that is not a state dict of the backbone."""
+    from avalanche_tmc.training.devices import device_problem
+
+    problem = device_problem(options.device)
+    if problem is not None:  # before any data is prepared
+        raise Refusal(f"--device {options.device}: {problem}")
     cores = available_cores()
     if options.jobs * options.threads > cores and not options.deterministic:
         raise Refusal(f"--jobs {options.jobs} x --threads {options.threads} = {options.jobs * options.threads} "

@@ -91,9 +91,8 @@ def device(text: str) -> str:
 
 def check_device(name: str) -> None:
     """Refuse a device this machine does not have (torch only: before Avalanche's slow import)."""
-    import torch
+    from ..training.devices import device_problem
 
-    kind, _, index = name.partition(":")
-    backend = getattr(torch, kind, None) if kind != "cpu" else None
-    if backend is not None and (not backend.is_available() or (index and int(index) >= backend.device_count())):
-        raise UsageError(f"--device {name}: no such device on this machine (use --device cpu).")
+    problem = device_problem(name)
+    if problem is not None:
+        raise UsageError(f"--device {name}: {problem}")

@@ -97,7 +97,7 @@ def test_repeated_experiences_and_missing_devices_are_usage_errors(tmp_path, cap
     assert main(["train-component", "--experience", "all", "1", "--out", str(tmp_path), *NEVER]) == EXIT_USAGE
     if not torch.cuda.is_available():
         assert _train("--device", "cuda:3", out=tmp_path) == EXIT_USAGE
-        assert "no such device" in capsys.readouterr().err
+        assert "no cuda device on this machine" in capsys.readouterr().err
 
 
 def test_unusable_outputs_are_refused_before_training(tmp_path, files, capsys):
@@ -355,7 +355,7 @@ def test_a_missing_device_is_refused_before_avalanche_is_imported(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert done.returncode == EXIT_USAGE, done.stderr
-    assert "no such device" in done.stderr
+    assert "no cuda device on this machine" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout  # no Avalanche module was imported
 
 

@@ -17,6 +17,7 @@ from torch.optim import Optimizer
 
 from ...composition.deltas import DeltaComposition
 from ...tangent import Delta, TangentModel
+from ..devices import check_device
 from ..loaders import UnshardedLoaders
 from ..losses import RescaledSquareLoss
 from ..metrics import default_tangent_evaluator
@@ -147,6 +148,7 @@ class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders
         )
         self.component_dir = component_dir
         self.overwrite_components = overwrite_components
+        check_device(device)  # before Avalanche moves anything there
         self._written_components: Set[str] = set()  # files of component_dir this strategy wrote: its own to replace
         if component_dir is not None:
             if self.mode == "tmc-seq":

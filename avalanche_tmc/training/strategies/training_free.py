@@ -26,6 +26,7 @@ from torch import nn
 
 from ...composition.statistics import HeadStats, StatisticsComposition, add_statistics, head_statistics
 from ...models.training_free import TrainingFreeClassifier
+from ..devices import check_device
 from ..divergence import DivergenceError
 from ..exact_forgetting import check_forget, dependent_plugin_names, purge_replay, replay_groups
 from ..loaders import UnshardedLoaders
@@ -105,6 +106,7 @@ class TrainingFreeStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoa
         if not isinstance(model, TrainingFreeClassifier):
             raise TypeError(f"TrainingFreeStrategy needs a TrainingFreeClassifier, got {type(model).__name__}.")
         refuse_optimizer_arguments(type(self).__name__, train_epochs, optimizer, plugins)
+        check_device(device)  # before Avalanche moves anything there
         self.ridge_lambda = ridge_lambda
         self.statistics = StatisticsComposition(keep_components=keep_components)
         self._pending: Optional[HeadStats] = None
