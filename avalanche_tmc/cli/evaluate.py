@@ -70,7 +70,9 @@ def evaluation_strategy(composition: "Component", net: "nn.Module", factories: F
     """A strategy on the factory's network holding the composition (checked to fit it); it
     only evaluates, so it keeps the strategies' own training defaults."""
     from ..files import install_composition
+    from ..files.bases import check_network
 
+    check_network(composition, net, f"the network of {factories.model}")  # before it is linearized
     base = composition.base
     if composition.payload == "delta":
         names = [n for n, _ in base.get("linearized", [])]
@@ -118,8 +120,12 @@ def evaluate_files(files: Sequence[str], factories: Factories, logging: LogSetti
         progress = ProgressPlugin(not quiet)
         runtime = Runtime(device, eval_batch_size, [progress], evaluator(logging, text_to_stderr=as_json))
         if method == "tme":
+            from ..files.bases import check_network
+
             names = [n for n, _ in composition.base.get("linearized", [])]
-            strategy = tangent_strategy(factories.network(), names or "all", runtime, name="tme")
+            net = factories.network()
+            check_network(composition, net, f"the network of {factories.model}")  # before it is linearized
+            strategy = tangent_strategy(net, names or "all", runtime, name="tme")
             strategy.load_components(component_paths(files), key=key)
         else:
             strategy = evaluation_strategy(composition, factories.network(), factories, runtime)

@@ -30,7 +30,7 @@ from .component import Component, IncompatibleComponentsError
 
 __all__ = [
     "state_dict_sha256", "weights_sha256", "structure", "tangent_base", "statistics_base", "model_reference",
-    "check_same_base",
+    "check_same_base", "check_network",
 ]
 
 
@@ -132,6 +132,26 @@ def _as_today(base: Mapping[str, Any], other: Mapping[str, Any]) -> Mapping[str,
     if earlier and all(base.get(key) == value for key, value in earlier.items()):
         return dict(base, **{key: other.get(key) for key in earlier})
     return base
+
+
+def check_network(composition: Component, net: torch.nn.Module, name: str = "the network") -> None:
+    """Raise :class:`IncompatibleComponentsError` when ``net`` (a plain network, before it is
+    wrapped) is not of the class and module structure ``composition`` was trained on: the
+    check :func:`check_same_base` makes later, made before anything is linearized, so that a
+    wrong network is named as such rather than failing to linearize the file's parameters."""
+    base = composition.base
+    if "architecture" not in base or "modules_sha256" not in base:
+        return
+    for earlier in (False, True):
+        mine = structure(net, earlier=earlier)
+        if all(base.get(key) == value for key, value in mine.items()):
+            return
+    theirs = structure(net)["architecture"]
+    other = "" if theirs != base["architecture"] else " of another module structure"
+    raise IncompatibleComponentsError(
+        f"{composition.name()} was trained on a {base['architecture']} network; {name} is a {theirs}{other}: give "
+        "the model the files were trained with (the command line's --model; avalanche-tmc inspect FILE shows their "
+        "base).")
 
 
 def check_same_base(a: Component, b: Component) -> None:

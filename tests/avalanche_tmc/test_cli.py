@@ -191,6 +191,14 @@ def test_exit_codes(silos_here, tmp_path, capsys):
     assert main(["forget", composed, str(tmp_path / "wide" / "experience-2.safetensors"), "--out",
                  str(tmp_path / "y.safetensors")]) == EXIT_INCOMPATIBLE
     assert main(["evaluate", composed, "--quiet", *FACTORIES, "--option", "width=8"]) == EXIT_INCOMPATIBLE
+    # without --model: the default digits CNN is not the network the files were trained on (was: exit 1,
+    # "No parameter is linearized", from linearizing the file's names on it)
+    capsys.readouterr()
+    for method in ("tmc", "tme"):
+        assert main(["evaluate", *map(str, (silos / "silo_a").glob("*.safetensors")), "--method", method, "--quiet",
+                     *FACTORIES[2:4]]) == EXIT_INCOMPATIBLE
+        refused = capsys.readouterr().err
+        assert "was trained on a torch.nn.modules.container.Sequential network; the network of" in refused
     # 5: a factory that cannot be imported or rejects an option
     assert main(["evaluate", composed, "--model", "no_such_module:model", *FACTORIES[2:]]) == EXIT_FACTORY
     assert "Cannot import 'no_such_module'" in capsys.readouterr().err
