@@ -40,7 +40,7 @@ $(EMOJI_PREFIX)/node_modules/@iconify-json/noto/icons.json:
 
 # The main job: the offline class-, task- and data-incremental comparison at 64 px, where
 # the premise map found the paper's premise met, 5 seeds (the per-method seconds of a run
-# are in results/offline/results.md; 25 min on the idle 2-core machine that made the
+# are in results/offline/results.md; 30-60 min on the 2-core machines that made the
 # committed table: see docs/results.md).
 demo: install
 	$(PY) -m benchmarks.run --preset offline
