@@ -136,12 +136,12 @@ def _as_today(base: Mapping[str, Any], other: Mapping[str, Any]) -> Mapping[str,
 
 def check_network(composition: Component, net: torch.nn.Module, name: str = "the network") -> None:
     """Raise :class:`IncompatibleComponentsError` when ``net`` (a plain network, before it is
-    wrapped) is not of the class and module structure ``composition`` was trained on: the
+    wrapped) is not of the class and module structure tangent ``composition`` was trained on: the
     check :func:`check_same_base` makes later, made before anything is linearized, so that a
     wrong network is named as such rather than failing to linearize the file's parameters."""
     base = composition.base
-    if "architecture" not in base or "modules_sha256" not in base:
-        return
+    if composition.payload != "delta" or "architecture" not in base or "modules_sha256" not in base:
+        return  # (statistics record their feature network, which the strategy cuts from net: checked there)
     for earlier in (False, True):
         mine = structure(net, earlier=earlier)
         if all(base.get(key) == value for key, value in mine.items()):
