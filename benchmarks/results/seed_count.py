@@ -153,8 +153,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
         rows = seed_count_rows(read_csv(args.results), args.cap)
     except (ReportFileError, ValueError) as error:
         p.exit(2, f"{p.prog}: error: {error}\n")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_rows_csv(rows, args.out, COLUMNS, kind="seed-count")
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_rows_csv(rows, args.out, COLUMNS, kind="seed-count")
+    except OSError as error:
+        p.exit(2, f"{p.prog}: error: {args.out}: {error.strerror or error}\n")
     print(seed_count_table(rows))
     return args.out
 

@@ -77,3 +77,20 @@ def test_the_pilot_s_claims_get_their_seed_counts_and_the_file_reads_back(tmp_pa
     assert "| TMC > TMC-Seq (class-IL) |" in table and "a Holm family of m = 3" in table
     with pytest.raises(ValueError, match="no verdicts"):
         seed_count_rows(_rows({m: a[:2] for m, a in finals.items()}), cap=40, moves=[sgd])
+
+
+def test_the_command_refuses_to_overwrite_its_input_and_says_why_it_cannot_size_a_smoke_run(tmp_path, capsys):
+    from benchmarks.results.files import write_csv
+    from benchmarks.results.seed_count import main
+
+    results = tmp_path / "results.csv"
+    write_csv([dict(r, backbone="b", train_seconds=1.0, eval_seconds=1.0, trained_params=1, lr=0.01, tuned="",
+                    setting="", trained_in="") for r in _rows({"tmc": [0.5, 0.6], "ewc": [0.2, 0.3]})], results)
+    with pytest.raises(SystemExit):
+        main([str(results), "--out", str(results)])
+    assert "--out names the pilot's results file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        main([str(results), "--out", str(tmp_path / "counts.csv")])
+    assert refused.value.code == 2 and "cannot size a confirmatory run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(results), "--cap", "2", "--out", str(tmp_path / "counts.csv")])
