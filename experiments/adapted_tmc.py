@@ -4,9 +4,10 @@
 what the ``adapt-ridge`` row does to choose its adaptation (the candidates of
 ``benchmarks.methods``, chosen on a validation split of experience 0), keeps the
 fine-tuned network (a ``"none"`` or tangent choice is replaced by the best fine-tuned
-candidate), and trains TMC/TME components around it instead of around the pre-trained
+candidate), and trains TMC's components around it instead of around the pre-trained
 ``w`` — every experience, the first included, from that one adapted point, with the
-run's tangent learning rate and epochs. It prints TMC and TME final accuracies around
+run's tangent learning rate and epochs. It prints the final accuracies of TMC and of the
+ensemble of its components (``tme-tmc``) around
 both base points. Forgetting stays exact for experiences after the first (their
 components are independent); the first experience is in the base point itself.
 """

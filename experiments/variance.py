@@ -1,6 +1,7 @@
 """Where the seed-to-seed spread of the main job comes from: ``python -m experiments.variance``.
 
-For the composition groups of class-incremental main job (TMC/TME and Soup/Ens-L/Ens-SM,
+For the composition groups of class-incremental main job (TMC and the ensemble of its
+components, Soup/Ens-L/Ens-SM,
 with the preset's tuned settings), three protocols of ``--seeds`` runs each, every other
 source of randomness held at seed 0:
 

@@ -202,11 +202,11 @@ def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_
         for unit in ("tangent", "non-linear", "joint")]  # joint is tuned for itself
     finals = [r for r in rows if r["model"] == "composed" and r["eval_exp"] == "all" and r["after_task"] == 3]
     assert {(r["method"], r["regime"]) for r in finals} == {
-        (m, g) for m in ("tmc", "tme", "soup", "ens-l", "ens-sm", "joint")
+        (m, g) for m in ("tmc", "tme-tmc", "soup", "ens-l", "ens-sm", "joint")
         for g in ("from classifier", "from blocks.6")}
     for r in finals:
         assert r["tuned"] == "yes" and r["epochs"] == 1
-        assert r["lr"] == (1e-3 if r["method"] in ("tmc", "tme") else 1e-2)
+        assert r["lr"] == (1e-3 if r["method"] in ("tmc", "tme-tmc") else 1e-2)
     head_only = {r["trained_params"] for r in finals if r["regime"] == "from classifier"}
     assert head_only == {1280 * 10 + 10}  # the new head alone
     table = (tmp_path / "results.md").read_text()

@@ -14,6 +14,6 @@ def test_adapted_tmc_measures_tmc_and_tme_around_both_base_points():
 
     result = measure(dict(PRESETS["tiny"][0], tasks=3))
     assert result["adaptation"].startswith("fine-tune")  # only fine-tuned candidates are offered
-    keys = [f"{m} around {b} w" for b in ("pre-trained", "adapted") for m in ("tmc", "tme")]
+    keys = [f"{m} around {b} w" for b in ("pre-trained", "adapted") for m in ("tmc", "tme-tmc")]
     assert set(result) == {"adaptation", *keys}
     assert all(0.0 <= result[k] <= 1.0 for k in keys)

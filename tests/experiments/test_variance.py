@@ -13,7 +13,7 @@ def test_each_protocol_varies_its_own_source(tmp_path):
 
     rows = variance.main(["--preset", "tiny", "--seeds", "2", "--jobs", "1", "--out", str(tmp_path)])
     final = {(r["protocol"], r["seed"], r["method"]): r["accuracy"] for r in rows}
-    methods = {"tmc", "tme", "soup", "ens-l", "ens-sm"}
+    methods = {"tmc", "tme-tmc", "soup", "ens-l", "ens-sm"}
     assert {m for _, _, m in final} == methods
     # seed 0 is the same run in every protocol
     for m in methods:
