@@ -21,7 +21,11 @@ record of which planned runs are done.
   them (:meth:`OutputFolder.kept`: no retraining, the same rows) and
   :meth:`OutputFolder.rows` merges ``results.csv``: the rows the folder held stay until
   this invocation has rows of the same key, so an interrupted re-run never leaves fewer
-  rows than it found. ``--restart`` removes them and starts over;
+  rows than it found. ``--restart`` removes them and starts over, whole or not at all: until
+  its first run finishes, ``settings.json`` says the folder is being replaced
+  (``"replacing": true``), so a restart stopped in between (killed, or interrupted after a
+  method group) and resumed without ``--restart`` goes on replacing (the old
+  ``results.csv``, ``tuning.csv`` and records are never merged with the new rows);
 * **the status** (``<out>/status.json``: the planned runs, those finished, those missing,
   and whether the results are complete), written when the folder is claimed, after every
   run and at the end; the report written after each run names the missing runs in
@@ -145,8 +149,8 @@ class OutputFolder:
         self._lock_fd: Optional[int] = None
         self._runs: Dict[str, Tuple[Rows, Rows]] = {}
         self._held: Rows = []
-        # --restart: the earlier runs' records go when this invocation finishes its first run,
-        # so a failure before that (undo) leaves the folder exactly as it was
+        # --restart (or the resume of a stopped one): the earlier runs' records and results go when this
+        # invocation finishes its first run, so a failure before that (undo) leaves the folder exactly as it was
         self._drop_records = restart
         self._created = _first_missing(out_dir)  # the folder this claim makes (None: it existed)
         self._before = {name: _read_bytes(os.path.join(out_dir, name)) for name in (SETTINGS_FILE, STATUS_FILE)}
@@ -211,7 +215,7 @@ class OutputFolder:
         held = _read_json(path)
         results = os.path.join(self.out_dir, "results.csv")
         if restart or held is None and not os.path.exists(results):
-            _write_json(path, dict(format=FORMAT, runs=self.planned))
+            self._write_settings(replacing=restart)
             return
         if held is None:
             raise Refusal(f"{self.out_dir} holds a results.csv without {SETTINGS_FILE} (written by an earlier version "
@@ -231,8 +235,14 @@ class OutputFolder:
             raise Refusal(f"{self.out_dir} holds results of other settings, which this run would drop ("
                           + "; ".join(conflicts[:3]) + (f"; {len(conflicts) - 3} more" if len(conflicts) > 3 else "")
                           + "). Use --restart to replace them, or choose another --out.")
+        if held.get("replacing") is True:  # a --restart stopped before its first run finished: go on with it
+            self._drop_records = True
         if list(runs) != list(self.planned):  # runs added: the folder now holds them too
-            _write_json(path, dict(format=FORMAT, runs=self.planned))
+            self._write_settings(replacing=self._drop_records)
+
+    def _write_settings(self, replacing: bool) -> None:
+        settings = dict(format=FORMAT, runs=self.planned)
+        _write_json(os.path.join(self.out_dir, SETTINGS_FILE), dict(settings, replacing=True) if replacing else settings)
 
     # ------------------------------------------------------------------ finished runs
     def _record_path(self, name: str) -> str:
@@ -243,8 +253,8 @@ class OutputFolder:
         """Load the runs an earlier invocation finished with these settings and the rows
         ``results.csv`` holds (``restart``: remove both)."""
         results = os.path.join(self.out_dir, "results.csv")
-        if restart:
-            return  # nothing earlier is kept; the records are removed at the first finished run
+        if restart or self._drop_records:
+            return  # nothing earlier is kept; the records and results are removed at the first finished run
         for name, settings in self.planned.items():
             record = _read_json(self._record_path(name))
             if record is None:
@@ -292,13 +302,18 @@ class OutputFolder:
         rows and tuning trials (kept for a later invocation: :meth:`kept`)."""
         if name not in self.planned:
             raise KeyError(f"{name!r} is not a planned run ({list(self.planned)})")
-        if self._drop_records:
+        if self._drop_records:  # the replaced run's files go, then the folder is this run's (whole)
             shutil.rmtree(os.path.join(self.out_dir, RUNS_DIR), ignore_errors=True)
-            self._drop_records = False
+            for old in ("results.csv", "tuning.csv"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.out_dir, old))
         if rows is not None:
             self._runs[name] = (list(rows), list(trials or []))
             _write_json(self._record_path(name), dict(format=FORMAT, name=name, settings=self.planned[name],
                                                       rows=self._runs[name][0], trials=self._runs[name][1]))
+        if self._drop_records:
+            self._write_settings(replacing=False)
+            self._drop_records = False
         if name not in self.done:
             self.done.append(name)
         self._write_status(complete=False)
