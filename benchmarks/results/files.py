@@ -12,7 +12,6 @@ which refuse a malformed file with :class:`ReportFileError`. The tables are
 from __future__ import annotations
 
 import csv
-import io
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -20,6 +19,9 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 from avalanche_tmc.files.filesystem import atomic_path
 from benchmarks.methods import joint_methods, method_names, method_row
 from benchmarks.results.intervals import mean_std
+from benchmarks.results.reading import FRACTION, TEXT, Cell, ReportFileError, check_rows
+from benchmarks.results.reading import check_unique as _check_unique
+from benchmarks.results.reading import read_table as _read_table
 
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
@@ -71,15 +73,6 @@ COMPONENT_PREFIX = "component-"
 ALL = "all"
 MISSING = "–"
 SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
-
-
-class ReportFileError(ValueError):
-    """A results file or Markdown page the report refuses to read or rewrite: a malformed
-    CSV (cut mid-line, a row of another length, a value that is not a number, an accuracy
-    that is NaN, infinite or outside [0, 1], a duplicated row, unknown or missing columns),
-    a page without the block, or with markers that do not pair up. The message is one line
-    naming the file (and line) and what to do; ``python -m benchmarks.report`` prints it and
-    exits with status 2."""
 
 
 def method_info(method: str) -> Tuple[str, str, str, bool]:
@@ -243,63 +236,10 @@ before a column existed read it as empty)."""
 _NOT_EMPTY = ("dataset", "scenario", "method", "model", "eval_exp")
 
 
-def _read_table(path: PathLike, known: Optional[Sequence[str]] = None,
-                required: Sequence[str] = ()) -> Tuple[List[str], List[Tuple[int, Dict[str, str]]]]:
-    """The header and ``(line number, {column: value})`` of each row of the CSV ``path``;
-    :class:`ReportFileError` when it is malformed: empty, cut mid-line (its last line has
-    no line end), a row whose field count is not the header's, a header with empty or
-    repeated names, names outside ``known`` or lacking one of ``required``."""
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        data = f.read()
-    if not data.strip():
-        raise ReportFileError(f"{path}: the file is empty (no header, no rows): restore it or run the benchmark again.")
-    if not data.endswith("\n"):
-        line = data.count("\n") + 1
-        raise ReportFileError(f"{path}, line {line}: the file ends inside a row (no line end after it): it was cut "
-                              "(a killed write or copy); restore it from a complete copy or run the benchmark again.")
-    reader = csv.reader(io.StringIO(data, newline=""))
-    try:
-        header = next(reader)
-        records = [(reader.line_num, record) for record in reader if record]
-    except csv.Error as e:
-        raise ReportFileError(f"{path}, line {reader.line_num}: not a CSV file ({e}).") from None
-    if any(not name for name in header) or len(set(header)) != len(header):
-        raise ReportFileError(f"{path}, line 1: the header has empty or repeated column names: {header}.")
-    unknown = [c for c in header if known is not None and c not in known]
-    if unknown:
-        raise ReportFileError(f"{path}, line 1: unknown column(s) {unknown} (known: {list(known or ())}): not a "
-                              "results file of this version, or its header was edited.")
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise ReportFileError(f"{path}, line 1: the header lacks the column(s) {missing}: not a results file, or "
-                              "its header was edited.")
-    rows = []
-    for line, record in records:
-        if len(record) != len(header):
-            raise ReportFileError(f"{path}, line {line}: {len(record)} fields, the header has {len(header)}: a cut "
-                                  "or edited row; restore the file or run the benchmark again.")
-        rows.append((line, dict(zip(header, record))))
-    return header, rows
-
-
 def _check_fraction(path: PathLike, line: int, column: str, value: object) -> None:
     """Refuse an accuracy that is NaN, infinite or outside [0, 1] (it would be averaged into
     a table and could be bolded as the best)."""
-    number = float(value)  # type: ignore[arg-type]
-    if not 0.0 <= number <= 1.0:  # NaN fails both comparisons
-        raise ReportFileError(f"{path}, line {line}: {column} is {value!r}, not a fraction in [0, 1] (NaN, infinite "
-                              "or out of range): an edited or corrupted row; restore the file or run the benchmark "
-                              "again.")
-
-
-def _check_unique(path: PathLike, seen: Dict[Tuple[str, ...], int], key: Tuple[str, ...], line: int,
-                  what: str) -> None:
-    """Refuse a row whose key (``what`` names its columns) an earlier row of the file has:
-    a duplicate would be averaged into the table while the verdicts pair by seed."""
-    if key in seen:
-        raise ReportFileError(f"{path}, line {line}: a duplicate of line {seen[key]} (the same {what}): a file "
-                              "concatenated or edited by hand; keep one of them, or run the benchmark again.")
-    seen[key] = line
+    check_rows(path, [(line, {column: str(value)})], {column: FRACTION})
 
 
 def read_csv(path: PathLike) -> List[Dict[str, object]]:
@@ -341,41 +281,51 @@ def write_tuning_csv(trials: Iterable[Row], path: PathLike) -> Path:
     return write_rows_csv(trials, path, TUNING_COLUMNS, "tuning")
 
 
-_FRACTIONS = {"tuning": ("validation_accuracy", ("dataset", "scenario", "tasks", "regime", "family", "lr", "epochs")),
-              "variance": ("accuracy", ("protocol", "seed", "method"))}
-"""Per kind of file read by :func:`read_tuning_csv`: its accuracy column and the columns
+_TUNING_UNIT = ("dataset", "scenario", "tasks", "regime", "family")
+_KIND_CELLS: Dict[str, Tuple[Dict[str, Cell], Tuple[str, ...]]] = {
+    "tuning": ({"dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "family": TEXT,
+                "lr": Cell(float, 0.0, above=True), "epochs": Cell(int, 1, 10000), "validation_accuracy": FRACTION,
+                "chosen": Cell(str, choices=("yes", "no"))}, (*_TUNING_UNIT, "lr", "epochs")),
+    "variance": ({"protocol": TEXT, "seed": Cell(int, 0, 2**31 - 1), "method": TEXT, "accuracy": FRACTION},
+                 ("protocol", "seed", "method")),
+}
+"""Per kind of file read by :func:`read_tuning_csv`: what its cells hold and the columns
 that make a row one of a kind."""
 
 
 def read_tuning_csv(path: PathLike) -> List[Dict[str, str]]:
     """Trials written by :func:`write_tuning_csv`, or rows of a variance file (as strings);
     :class:`ReportFileError` for a malformed file (cut mid-line, a row of another length),
-    an accuracy that is not a number in [0, 1], or two rows of one key."""
-    rows = []
-    seen: Dict[Tuple[str, ...], int] = {}
-    for line, row in _read_table(path)[1]:
-        column, key = _FRACTIONS.get(row.get(KIND_COLUMN, ""), (None, ()))
-        if column is not None and column in row:
-            try:
-                _check_fraction(path, line, column, row[column])
-            except ValueError as error:
-                if isinstance(error, ReportFileError):
-                    raise
-                raise ReportFileError(f"{path}, line {line}: {column} is {row[column]!r}, not a number: a cut or "
-                                      "edited row.") from None
-            _check_unique(path, seen, tuple(row.get(c, "") for c in key), line, ", ".join(key))
-        rows.append(row)
-    return rows
+    a cell that is not what its kind holds (an accuracy not in [0, 1], a learning rate not
+    positive, epochs not an integer >= 1, ...), two rows of one key, or two chosen trials of
+    one tuning unit."""
+    return [row for _, row in _checked_records(path)]
 
 
-def read_written_csv(path: PathLike, kind: str, columns: Sequence[str], written_by: str) -> List[Dict[str, str]]:
+def _checked_records(path: PathLike) -> List[Tuple[int, Dict[str, str]]]:
+    """:func:`read_tuning_csv`'s records with their line numbers."""
+    records = _read_table(path)[1]
+    for kind, (cells, key) in _KIND_CELLS.items():
+        of_kind = [(line, row) for line, row in records if row.get(KIND_COLUMN, "") == kind]
+        check_rows(path, of_kind, {c: cell for c, cell in cells.items() if of_kind and c in of_kind[0][1]}, key)
+    chosen = [(line, row) for line, row in records if row.get(KIND_COLUMN) == "tuning" and row.get("chosen") == "yes"]
+    check_rows(path, chosen, {}, _TUNING_UNIT, "run and unit chosen twice: two chosen trials for one tuning unit")
+    return records
+
+
+def read_written_csv(path: PathLike, kind: str, columns: Sequence[str], written_by: str,
+                     cells: Optional[Mapping[str, Cell]] = None, key: Sequence[str] = ()) -> List[Dict[str, str]]:
     """The rows (as strings) of a ``kind`` file that ``written_by`` writes: :func:`read_tuning_csv`'s
-    checks, and :class:`ReportFileError` when a row lacks one of ``columns``."""
-    rows = read_tuning_csv(path)
+    checks, :class:`ReportFileError` when a row lacks one of ``columns``, has a cell that is
+    not what ``cells`` says it holds (:func:`~benchmarks.results.reading.check_rows`), or
+    repeats an earlier row's ``key``."""
+    records = _checked_records(path)
+    rows = [row for _, row in records]
     missing = sorted({c for r in rows for c in columns if c not in r})
     if missing:
         raise ReportFileError(f"{path}: its kind says {kind}, but it lacks the columns {missing} of a file "
                               f"written by {written_by} (a results.csv or another file relabelled?)")
+    check_rows(path, records, cells or {}, key)
     return rows
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -41,6 +42,7 @@ from benchmarks.results.files import (
     write_rows_csv,
 )
 from benchmarks.results.intervals import PairedDifference, mean_std, paired_difference
+from benchmarks.results.reading import PERCENT, POINTS, TEXT, Cell
 
 __all__ = ["FIGURES", "MAX_GAP", "MIN_GAIN", "MET", "NOT_MET", "UNRESOLVED", "premise_figures", "premise_status",
            "premise_table", "premise_section", "MAP_COLUMNS", "map_rows", "map_table", "write_map_csv", "read_map_csv",
@@ -212,9 +214,20 @@ def write_map_csv(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
     return write_rows_csv(rows, path, MAP_COLUMNS, "premise-map")
 
 
+_MAYBE_POINTS = replace(POINTS, empty=True)
+MAP_CELLS: Dict[str, Cell] = {
+    "input": TEXT, "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "seeds": Cell(int, 1, 1000),
+    **{c: replace(PERCENT, empty=True) for c in ("joint", "joint_tangent", "tmc", "tmc_fc")},
+    **{f"{c}{end}": _MAYBE_POINTS for c in _FIGURE_COLUMNS.values() for end in ("", "_low", "_high")},
+    "premise": Cell(str, choices=(MET, NOT_MET, UNRESOLVED)), "seconds_per_seed": Cell(float, 0.0)}
+"""What each cell of a map CSV holds: accuracies in %, figures in points (empty: no figure)."""
+
+
 def read_map_csv(path: Path) -> List[Dict[str, str]]:
-    """The rows of a map CSV written by :func:`write_map_csv`."""
-    return read_written_csv(path, "premise-map", MAP_COLUMNS, "python -m benchmarks.results.premise --csv")
+    """The rows of a map CSV written by :func:`write_map_csv`, every cell checked
+    (:data:`MAP_CELLS`; one row per input and run)."""
+    return read_written_csv(path, "premise-map", MAP_COLUMNS, "python -m benchmarks.results.premise --csv",
+                            MAP_CELLS, ("input", "dataset", "scenario", "tasks", "regime"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

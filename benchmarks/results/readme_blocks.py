@@ -6,6 +6,7 @@ What goes in a block is :func:`generated_block`, by the kind of the committed fi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -25,9 +26,10 @@ from benchmarks.results.files import (
     run_label,
 )
 from benchmarks.results.premise import map_table, premise_section, read_map_csv
+from benchmarks.results.reading import read_text, unsafe_cell
 from benchmarks.results.spread import read_spread_csv
 from benchmarks.results.suite_costs import cost_table, read_costs
-from benchmarks.results.tables import markdown_table, spread_table, tuning_table, variance_table
+from benchmarks.results.tables import incomplete_note, markdown_table, spread_table, tuning_table, variance_table
 
 __all__ = ["GENERATED_END", "generated_block", "readme_block", "find_generated_blocks", "update_readme",
            "opening_fence", "closes_fence"]
@@ -141,8 +143,7 @@ def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = Fal
     not pair up. A symlink is written through to its target; the file keeps its mode and
     its line endings (a block is written with its begin marker's)."""
     readme = Path(readme)
-    with readme.open(encoding="utf-8", newline="") as f:
-        text = f.read()
+    text = read_text(readme)
     lines = _lines(text)
     blocks = [b for b in find_generated_blocks(text, str(readme)) if b[2] == csv_path]
     if not blocks:
@@ -155,6 +156,7 @@ def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = Fal
         parts += lines[done:begin + 1] + [newline, block.replace("\n", newline), newline]
         done = end
     new = "".join(parts + lines[done:])
+    _same_blocks(readme, text, new, csv_path)
     if new == text or check:
         return new == text
     target = Path(os.path.realpath(readme))  # through a symlink: the target gets the table
@@ -164,8 +166,45 @@ def update_readme(readme: PathLike, csv_path: str, block: str, check: bool = Fal
     return False
 
 
+def _same_blocks(readme: Path, text: str, new: str, csv_path: str) -> None:
+    """Refuse a rewrite after which the page's generated blocks would not be the same ones
+    (a block holding a marker line or an unclosed code fence would end a block early or
+    swallow the next): the page could not be rewritten again."""
+    before = [b[2:] for b in find_generated_blocks(text, str(readme))]
+    try:
+        after = [b[2:] for b in find_generated_blocks(new, str(readme))]
+    except ReportFileError:
+        after = []
+    if after != before:
+        raise ReportFileError(f"{readme}: the block generated from {csv_path} holds a generated-block marker or an "
+                              "unclosed code fence, which would break the page's blocks: nothing was written; fix the "
+                              "file it is generated from.")
+
+
+def missing_runs(folder: Path) -> List[str]:
+    """The planned runs the runner's ``status.json`` in ``folder`` lists as missing (none
+    without one); :class:`ReportFileError` for one that cannot be read or whose list is not
+    of run names fit for a page."""
+    status_file = folder / "status.json"
+    try:
+        status = json.loads(read_text(status_file))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as error:
+        if isinstance(error, ReportFileError):
+            raise
+        raise ReportFileError(f"{status_file} is unreadable ({error}): restore it or remove it.") from None
+    missing = status.get("missing", []) if isinstance(status, dict) else None
+    if not isinstance(missing, list) or not all(isinstance(m, str) and not unsafe_cell(m) for m in missing):
+        raise ReportFileError(f"{status_file}: 'missing' is not a list of runs (names without control characters "
+                              "or HTML comment markers): restore it or remove it.")
+    return missing
+
+
 def generated_block(path: PathLike) -> str:
-    """What README.md shows of a committed file: :func:`readme_block` of a results CSV,
+    """What README.md shows of a committed file: :func:`readme_block` of a results CSV
+    (headed by :func:`~benchmarks.results.tables.incomplete_note` when the ``status.json``
+    beside it lists missing runs),
     :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV,
     :func:`benchmarks.results.tables.spread_table` of a machine comparison or
     :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs."""
@@ -185,4 +224,5 @@ def generated_block(path: PathLike) -> str:
         from benchmarks.results.seed_count import read_seed_counts, seed_count_table  # (it imports the claims)
 
         return seed_count_table(read_seed_counts(Path(path)))
-    return readme_block(read_csv(path))
+    missing = missing_runs(Path(path).parent)
+    return (incomplete_note(missing) + "\n" if missing else "") + readme_block(read_csv(path))

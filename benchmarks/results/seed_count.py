@@ -34,6 +34,7 @@ from benchmarks.results.files import (
 )
 from benchmarks.results.intervals import ALPHA
 from benchmarks.results.machine_moves import MachineMoves, machine_margin, measured_moves
+from benchmarks.results.reading import POINTS, TEXT, Cell
 
 __all__ = ["COLUMNS", "DIFFERENCE", "EQUIVALENCE", "NEVER", "seeds_needed", "seed_count_rows", "read_seed_counts",
            "seed_count_table", "main"]
@@ -96,23 +97,24 @@ def seed_count_rows(rows: Sequence[Row], cap: int, moves: Optional[Sequence[Mach
     return out
 
 
+SEED_COUNT_CELLS: Dict[str, Cell] = {
+    "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "claim": TEXT, "rival": TEXT,
+    "pilot_seeds": Cell(int, 2, 1000), "difference": POINTS, "paired_std": Cell(float, 0.0, 100.0),
+    "pilot_verdict": TEXT, "family": Cell(int, 1, 100000), "cap": Cell(int, MIN_SEEDS, 1000),
+    "delta": Cell(float, 0.0, 100.0, above=True), "seeds_needed": Cell(int, MIN_SEEDS, 1000, empty=True),
+    "decides": Cell(str, choices=(DIFFERENCE, EQUIVALENCE, NEVER))}
+"""What each cell of a seed-count file holds (differences and deviations in points)."""
+
+
 def read_seed_counts(path: Path) -> List[Dict[str, object]]:
-    """The rows of a file written by :func:`main`, numbers checked."""
-    rows: List[Dict[str, object]] = []
-    for line, raw in enumerate(read_written_csv(path, "seed-count", COLUMNS,
-                                                "python -m benchmarks.results.seed_count"), 2):
-        try:
-            row: Dict[str, object] = dict(raw, tasks=int(raw["tasks"]), pilot_seeds=int(raw["pilot_seeds"]),
-                                          difference=float(raw["difference"]), paired_std=float(raw["paired_std"]),
-                                          family=int(raw["family"]), cap=int(raw["cap"]), delta=float(raw["delta"]),
-                                          seeds_needed=int(raw["seeds_needed"]) if raw["seeds_needed"] else None)
-        except ValueError:
-            raise ReportFileError(f"{path}, line {line}: a value that is not a number: a cut or edited row.") from None
-        if not (math.isfinite(row["difference"]) and math.isfinite(row["paired_std"])  # type: ignore[arg-type]
-                and row["paired_std"] >= 0 and row["delta"] > 0):  # type: ignore[operator]
-            raise ReportFileError(f"{path}, line {line}: a difference or deviation that is not finite, or δ <= 0.")
-        rows.append(row)
-    return rows
+    """The rows of a file written by :func:`main`, every cell checked (:data:`SEED_COUNT_CELLS`;
+    one row per run and claim), numbers restored."""
+    rows = read_written_csv(path, "seed-count", COLUMNS, "python -m benchmarks.results.seed_count",
+                            SEED_COUNT_CELLS, ("dataset", "scenario", "tasks", "regime", "claim"))
+    return [dict(raw, tasks=int(raw["tasks"]), pilot_seeds=int(raw["pilot_seeds"]), difference=float(raw["difference"]),
+                 paired_std=float(raw["paired_std"]), family=int(raw["family"]), cap=int(raw["cap"]),
+                 delta=float(raw["delta"]), seeds_needed=int(raw["seeds_needed"]) if raw["seeds_needed"] else None)
+            for raw in rows]
 
 
 def seed_count_table(rows: Sequence[Row]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.results.files import COST_COLUMNS, ReportFileError, read_written_csv, write_rows_csv
+from benchmarks.results.reading import TEXT, Cell
 
 __all__ = ["COLUMNS", "WALL", "module_costs", "cost_rows", "cost_table", "main"]
 
@@ -24,6 +25,8 @@ COLUMNS = COST_COLUMNS
 WALL = "(wall clock)"
 """The ``module`` of a tier's total row: its ``seconds`` are the session's wall clock."""
 SHOWN = 15
+COST_CELLS: Dict[str, Cell] = {"tier": TEXT, "module": TEXT, "tests": Cell(int, 0), "seconds": Cell(float, 0.0)}
+"""What each cell of a costs file holds (counts and seconds: finite, not negative)."""
 
 
 def module_costs(report: Path) -> Tuple[float, Dict[str, Tuple[int, float]]]:
@@ -75,8 +78,10 @@ def cost_table(rows: Sequence[Dict[str, str]], shown: int = SHOWN) -> str:
 
 
 def read_costs(path: Path) -> List[Dict[str, str]]:
-    """The rows of a costs file written by :func:`main`."""
-    return read_written_csv(path, "test-costs", COLUMNS, "python -m benchmarks.results.suite_costs")
+    """The rows of a costs file written by :func:`main`, every cell checked (:data:`COST_CELLS`;
+    one row per tier and module)."""
+    return read_written_csv(path, "test-costs", COLUMNS, "python -m benchmarks.results.suite_costs", COST_CELLS,
+                            ("tier", "module"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Path:

@@ -31,7 +31,7 @@ def test_spread_over_the_seeds_both_machines_ran(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda line: line.replace(",0.42,", ",nan,", 1), "line 3: mean_a is 'nan', not a fraction"),
     (lambda line: line.replace(",0.42,", ",4.2,", 1), "line 3: mean_a is '4.2', not a fraction"),
-    (lambda line: line.replace(",0.42,", ",x,", 1), "line 3: a value that is not a number"),
+    (lambda line: line.replace(",0.42,", ",x,", 1), "line 3: mean_a is 'x', not a number"),
 ])
 def test_a_spread_file_with_a_bad_accuracy_is_refused_naming_its_line(tmp_path, edit, message):
     """Issue 42, class 5: the report reads a machine comparison as strictly as a results file."""
