@@ -28,7 +28,8 @@ infinite or outside [0, 1], a duplicated row) is refused with
 :class:`ReportFileError`; the command prints its one-line message and exits with status 2.
 
 The pieces: :mod:`benchmarks.results.files` (the schema, reading and writing results files),
-:mod:`benchmarks.results.tables` (Markdown tables), :mod:`benchmarks.results.plots` (PNG plots) and
+:mod:`benchmarks.results.tables` (Markdown tables), :mod:`benchmarks.results.plots` (plots: PNG,
+PDF or SVG, ``--plot-format png,pdf,svg``) and
 :mod:`benchmarks.results.readme_blocks` (the generated blocks of a page and what a file's
 block shows); this module writes the report; its names are also importable from here.
 """
@@ -41,6 +42,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from benchmarks.protocol.choices import PLOT_FORMATS, plot_formats_argument
 from benchmarks.results.files import (
     COLUMNS,
     TUNING_COLUMNS,
@@ -64,7 +66,13 @@ from benchmarks.results.files import (
     write_csv,
     write_tuning_csv,
 )
-from benchmarks.results.plots import component_methods, plot_accuracy_curves, plot_components, plot_regimes
+from benchmarks.results.plots import (
+    component_methods,
+    figure_paths,
+    plot_accuracy_curves,
+    plot_components,
+    plot_regimes,
+)
 from benchmarks.results.readme_blocks import GENERATED_END as GENERATED_END
 from benchmarks.results.readme_blocks import find_generated_blocks, generated_block, readme_block, update_readme
 from benchmarks.results.tables import (
@@ -88,21 +96,27 @@ __all__ = [
 
 
 def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True,
-                 missing: Sequence[str] = ()) -> Dict[str, Path]:
-    """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves.png
-    regimes.png (when a dataset was run in several regimes) and components_<method>.png
-    for every method with component rows; return the paths keyed ``csv``, ``markdown``,
-    ``curves``, ``regimes``, ``components_<method>``. ``missing``: the planned runs not
-    finished yet (the runner's :mod:`benchmarks.runner.outdir`), named at the top of results.md."""
+                 missing: Sequence[str] = (), formats: Sequence[str] = ("png",)) -> Dict[str, Path]:
+    """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves,
+    regimes (when a dataset was run in several regimes) and components_<method> for every
+    method with component rows, each plot in every one of ``formats`` (``png``, ``pdf``,
+    ``svg``); return the paths keyed ``csv``, ``markdown``, ``curves``, ``regimes``,
+    ``components_<method>`` (a plot's first format; ``curves.svg``... its others).
+    ``missing``: the planned runs not finished yet (the runner's
+    :mod:`benchmarks.runner.outdir`), named at the top of results.md."""
     out = Path(out_dir)
     paths: Dict[str, Optional[Path]] = {}
     if include_csv:
         paths["csv"] = write_csv(rows, out / "results.csv")
     paths["markdown"] = write_markdown(rows, out / "results.md", missing)
-    paths["curves"] = plot_accuracy_curves(rows, out / "accuracy_curves.png")
-    paths["regimes"] = plot_regimes(rows, out / "regimes.png")
+    plots = {"curves": plot_accuracy_curves(rows, out / "accuracy_curves", formats),
+             "regimes": plot_regimes(rows, out / "regimes", formats)}
     for method in component_methods(rows):
-        paths[f"components_{method}"] = plot_components(rows, out / f"components_{method}.png", method)
+        plots[f"components_{method}"] = plot_components(rows, out / f"components_{method}", method, formats)
+    for key, first in plots.items():
+        if first is not None:
+            paths[key] = first
+            paths.update({f"{key}.{fmt}": p for fmt, p in zip(formats[1:], figure_paths(first, formats)[1:])})
     return {k: p for k, p in paths.items() if p is not None}
 
 
@@ -129,13 +143,17 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     parser.add_argument("--readme", type=Path, default=None,
                         help="also rewrite this Markdown file's block generated from CSV (README.md, "
                              "docs/results.md; the path in its marker is relative to the file's folder)")
+    parser.add_argument("--plot-format", type=plot_formats_argument, default=("png",), metavar="FORMATS",
+                        help=f"the plots' formats, comma-separated: {', '.join(PLOT_FORMATS)} (default png, at 300 "
+                             "dpi; pdf and svg keep their text editable)")
     args = parser.parse_args(argv)
     try:
         block = generated_block(args.csv)
         paths: Dict[str, Path] = {}
         if csv_kind(args.csv) == "results":
             rows = read_csv(args.csv)
-            paths = write_report(rows, args.csv.parent, include_csv=False, missing=_missing_runs(args.csv.parent))
+            paths = write_report(rows, args.csv.parent, include_csv=False, missing=_missing_runs(args.csv.parent),
+                                 formats=args.plot_format)
         print(block)
         for key, path in paths.items():
             print(f"{key}: {path}")

@@ -8,7 +8,8 @@ group once, evaluating each table row after every experience with Avalanche's
 ``EvaluationPlugin`` and loggers. The (seed, group) pieces are independent and run in
 ``--jobs`` processes (:mod:`benchmarks.runner.forked_jobs`). Writes ``results.csv`` (one row per seed),
 ``results.md`` (mean ± std over seeds in the paper's layout, and the verdict of each of the
-paper's claims from paired per-seed differences, :mod:`benchmarks.results.claims`) and PNG plots.
+paper's claims from paired per-seed differences, :mod:`benchmarks.results.claims`) and the plots
+(PNG, PDF or SVG: ``--plot-format``).
 
 The pieces: :mod:`benchmarks.runner.arguments` (the command line), :mod:`benchmarks.runner.groups`
 (training and evaluating one method group, progress files), :mod:`benchmarks.tuning.run`
@@ -359,11 +360,11 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
             folder.finished(name, run_rows, run_trials)
             # keep what is done if a later run fails; results.md and status.json name the runs still missing;
             # results.csv keeps the rows it held (merged, never fewer)
-            report.write_report(folder.rows(), out_dir, missing=folder.missing)
+            report.write_report(folder.rows(), out_dir, missing=folder.missing, formats=options.plot_formats)
             if folder.trials():
                 report.write_tuning_csv(folder.trials(), os.path.join(out_dir, "tuning.csv"))
         rows, trials = folder.rows(), folder.trials()
-        paths = report.write_report(rows, out_dir)
+        paths = report.write_report(rows, out_dir, formats=options.plot_formats)
         if trials:
             report.write_tuning_csv(trials, os.path.join(out_dir, "tuning.csv"))
         folder.complete()

@@ -100,8 +100,9 @@ def summary_table(results: Results, stream: str = "test_stream", metric: str = "
     evaluation (rows), with Avalanche's stream accuracy (a column per task label).
 
     :param results: the dictionaries ``strategy.eval(...)`` returned, in order (or one).
-    :param steps: the rows' labels (e.g. the experience trained before each evaluation);
-        default ``1, 2, ...``.
+    :param steps: the rows' labels; default ``1, 2, ...``: step ``t`` is after training ``t``
+        experiences, the numbering of :func:`plot_stream` and the benchmark runner's tables
+        and plots (the columns name experiences by id, ``exp 0``...).
     :param digits: decimals of the accuracies (fractions in [0, 1]).
     """
     acc = accuracy_matrix(results, stream, metric)
@@ -121,7 +122,8 @@ def plot_stream(results: Results, path: Union[str, Path], stream: str = "test_st
                 steps: Optional[Sequence[object]] = None, title: Optional[str] = None) -> Path:
     """Plot ``stream``'s accuracy on each experience (one line each) and its stream accuracy
     (black, one line per task label) against the evaluations, into ``path`` (its suffix gives
-    the format: ``.png``, ``.pdf``, ``.svg``); returns the path. Needs matplotlib (``pip
+    the format: ``.png``, ``.pdf``, ``.svg``); returns the path. The steps are numbered as
+    :func:`summary_table`'s rows (``steps``; default ``1, 2, ...``). Needs matplotlib (``pip
     install matplotlib``); no pyplot state is touched."""
     try:
         from matplotlib.figure import Figure

@@ -1,14 +1,21 @@
-"""The PNG plots of benchmark results: accuracy curves, components alone vs composed, and
-accuracy against how much of the network is trained (matplotlib's Agg canvas, no display).
+"""The plots of benchmark results: accuracy curves, components alone vs composed, and
+accuracy against how much of the network is trained (matplotlib's Agg canvas, no display),
+in any of :data:`~benchmarks.protocol.choices.PLOT_FORMATS` (PNG at 300 dpi, PDF with
+TrueType fonts, SVG with its text as text).
+
+One numbering in every plot and table: step ``t`` is "after step t", after training ``t``
+experiences (1..T, the results' ``after_task``); an experience is named by its id,
+``exp 0``.. (the results' ``eval_exp``), as ``avalanche_tmc.summary_table`` does. Rows get
+one style each (:func:`method_styles`): up to :data:`HUE_FAMILIES` rows a hue family each.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from matplotlib import colormaps
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -34,7 +41,51 @@ from benchmarks.results.files import (
     run_label,
 )
 
-__all__ = ["plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes"]
+__all__ = ["plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes", "HUE_FAMILIES",
+           "Style", "method_styles", "figure_paths", "PNG_DPI", "TASK_IL_CAPTION"]
+
+PNG_DPI = 300
+"""The resolution of the PNG plots (a paper's figures: PDF or SVG, ``--plot-format``)."""
+
+HUE_FAMILIES: Tuple[Tuple[str, str], ...] = (
+    ("blue", "#1f5fd1"), ("orange", "#e08a00"), ("green", "#1e9e3c"), ("red", "#d11f30"), ("purple", "#7b2fd1"),
+    ("teal", "#009e9e"), ("magenta", "#c2189a"), ("olive", "#6e9400"), ("black", "#000000"),
+)
+"""The colours of the rows of a figure, in the order rows take them: eight saturated hues at
+least 38 degrees apart (no light or dark variant of another: tab20's pairs gave TMC and TME
+two blues) and black. A figure's first nine rows never share one; a tenth row takes the
+first family again with a dotted line (a nineteenth, dash-dotted), and every row has its
+own marker, so the rows stay apart in print and in greyscale too."""
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p", "*", "d", "H", "8", "1", "2", "3", "4", "+", "x")
+_LINES = ("-", ":", "-.")
+
+TASK_IL_CAPTION = ("Task-IL panels (T-): each prediction is restricted to the classes of its sample's task from "
+                   "step 1 on, for every method,\nso a task not yet trained is scored alike for every method (the "
+                   "model's best class of that task: about chance).")
+"""The note under a figure with a task-IL panel: how its untrained tasks are scored."""
+
+
+class Style(NamedTuple):
+    """How one row is drawn: its colour, marker and line style."""
+
+    color: str
+    marker: str
+    linestyle: str
+
+
+def method_styles(methods: Sequence[str]) -> Dict[str, Style]:
+    """One :class:`Style` per row of a figure, in the figure's order: row ``i`` takes hue
+    family ``i mod 9`` (:data:`HUE_FAMILIES`), a solid line for the first nine rows, dotted
+    for the next nine, and marker ``i``."""
+    n = len(HUE_FAMILIES)
+    return {m: Style(HUE_FAMILIES[i % n][1], _MARKERS[i % len(_MARKERS)], _LINES[(i // n) % len(_LINES)])
+            for i, m in enumerate(methods)}
+
+
+def figure_paths(path: PathLike, formats: Sequence[str] = ("png",)) -> List[Path]:
+    """The files a plot named ``path`` is written to: its name with each format's suffix."""
+    return [Path(path).with_suffix(f".{fmt}") for fmt in formats]
 
 
 def _panels(n: int, ncols: int, panel_size: Tuple[float, float]) -> Tuple[Figure, List[Axes]]:
@@ -49,37 +100,48 @@ def _panels(n: int, ncols: int, panel_size: Tuple[float, float]) -> Tuple[Figure
     return fig, axes[:n]
 
 
-def _method_colors(rows: Sequence[Row]) -> Tuple[List[str], Dict[str, object]]:
-    """The methods of ``rows`` in table order, and one colour each."""
+def _method_styles(rows: Sequence[Row]) -> Tuple[List[str], Dict[str, Style]]:
+    """The methods of ``rows`` in table order, and one style each."""
     methods = order_methods(str(r["method"]) for r in rows)
-    cmap = colormaps["tab20"]
-    return methods, {m: cmap(i % cmap.N) for i, m in enumerate(methods)}
+    return methods, method_styles(methods)
 
 
-def _save_with_legend(fig: Figure, path: PathLike, methods: Sequence[str], handles: Dict[str, Line2D]) -> Path:
+def _save_with_legend(fig: Figure, path: PathLike, methods: Sequence[str], handles: Dict[str, Line2D],
+                      formats: Sequence[str]) -> Path:
     shown = [m for m in methods if m in handles]
     fig.legend([handles[m] for m in shown], [method_info(m)[0] for m in shown], loc="outside right upper", fontsize=8)
-    return _save(fig, path)
+    return _save(fig, path, formats)
 
 
-def _save(fig: Figure, path: PathLike) -> Path:
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    return path
+# editable text in the vector formats: TrueType fonts in PDFs (no Type 3: journals refuse them), text in SVGs
+_VECTOR_TEXT = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none"}
+_NO_DATE = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}  # the same figure, the same bytes
 
 
-def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
-    """Accuracy on the whole test stream vs. experiences trained, one panel per run: the
+def _save(fig: Figure, path: PathLike, formats: Sequence[str] = ("png",)) -> Path:
+    """Write ``fig`` in each of ``formats`` (:func:`figure_paths`); the first file's path."""
+    paths = figure_paths(path, formats)
+    with rc_context(_VECTOR_TEXT):
+        for fmt, target in zip(formats, paths):
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=PNG_DPI, metadata=_NO_DATE.get(fmt), bbox_inches="tight",
+                            pad_inches=0.05)  # whole titles and the caption, however long
+    return paths[0]
+
+
+def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = ("png",)) -> Optional[Path]:
+    """Accuracy on the whole test stream after each step (1..T), one panel per run: the
     mean over seeds, with a band of ± one standard deviation when there are several.
 
-    Joint paragons (trained once on all data) are a dashed horizontal line with a star at
-    ``T``. Returns the PNG path, or None when there are no rows.
+    Joint paragons (trained once on all data) are a dashed horizontal line with their
+    marker at ``T``. A figure with a task-IL panel says under it how a task not yet trained
+    is scored (:data:`TASK_IL_CAPTION`: under the task mask, alike for every method). Writes
+    ``path`` in each of ``formats``; returns the first file's path, or None when there are no rows.
     """
     runs = list_runs(rows)
     if not runs:
         return None
-    methods, colors = _method_colors(rows)
+    methods, styles = _method_styles(rows)
     spread = accuracy_spread(rows)
 
     fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
@@ -93,24 +155,29 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
             if not points:
                 continue
             xs, ys, stds = zip(*points)
-            label, color = method_info(method)[0], colors[method]
+            label, style = method_info(method)[0], styles[method]
+            color = style.color
             if method in joint_methods():
                 ax.axhline(ys[-1], color=color, linestyle="--", linewidth=1)
-                (line,) = ax.plot(xs[-1:], ys[-1:], marker="*", markersize=10, color=color, linestyle="--", label=label)
+                (line,) = ax.plot(xs[-1:], ys[-1:], marker=style.marker, markersize=8, color=color, linestyle="--",
+                                  label=label)
                 if stds[-1] > 0:
                     ax.axhspan(ys[-1] - stds[-1], ys[-1] + stds[-1], color=color, alpha=0.08, linewidth=0)
             else:
-                (line,) = ax.plot(xs, ys, marker="o", markersize=3, color=color, label=label)
+                (line,) = ax.plot(xs, ys, marker=style.marker, markersize=4, color=color, linestyle=style.linestyle,
+                                  label=label)
                 if any(stds):  # mean ± std over seeds
                     ax.fill_between(xs, [y - d for y, d in zip(ys, stds)], [y + d for y, d in zip(ys, stds)],
                                     color=color, alpha=0.15, linewidth=0)
             handles.setdefault(method, line)
         ax.set_title(run_label(run), fontsize=10)
-        ax.set_xlabel("experiences trained")
+        ax.set_xlabel("after step")
         ax.set_ylabel("accuracy, all test data (%)")
         ax.set_xticks(range(1, run[2] + 1))
         ax.grid(alpha=0.3)
-    return _save_with_legend(fig, path, methods, handles)
+    if any(run[1] == "task" for run in runs):
+        fig.supxlabel(TASK_IL_CAPTION, fontsize=8, x=0.0, ha="left")
+    return _save_with_legend(fig, path, methods, handles, formats)
 
 
 def _component_models(rows: Iterable[Row], run: RunKey, method: str) -> List[str]:
@@ -133,12 +200,14 @@ def component_methods(rows: Iterable[Row]) -> List[str]:
     return order_methods(str(r["method"]) for r in rows if str(r["model"]).startswith(COMPONENT_PREFIX))
 
 
-def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc") -> Optional[Path]:
+def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc",
+                    formats: Sequence[str] = ("png",)) -> Optional[Path]:
     """Heatmap of per-test-experience accuracy of each component alone vs. the composed model.
 
     One panel per run that has component rows of ``method``; rows of the heatmap are
-    ``component 0..K-1`` then ``composed``, columns test experiences ``0..T-1``, all after
-    the last experience. Returns the PNG path, or None (nothing written) without component rows.
+    ``component 0..K-1`` then ``composed``, columns test experiences ``exp 0..T-1``, all
+    after the last step. Writes ``path`` in each of ``formats``; returns the first file's
+    path, or None (nothing written) without component rows.
     """
     runs = [(run, models) for run in list_runs(rows) if (models := _component_models(rows, run, method))]
     if not runs:
@@ -162,22 +231,23 @@ def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc") ->
                     ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=7,
                             color="white" if value < 60 else "black")
         ax.axhline(len(models) - 0.5, color="white", linewidth=2)
-        ax.set_xticks(range(tasks), [str(e) for e in range(tasks)])
+        ax.set_xticks(range(tasks), [f"exp {e}" for e in range(tasks)], fontsize=8)
         ax.set_yticks(range(len(labels)), labels, fontsize=8)
         ax.set_xlabel("test experience")
         ax.set_title(f"{name}: components alone vs composed, {run_label(run)}", fontsize=10)
         fig.colorbar(image, ax=ax, label="accuracy (%)")
-    return _save(fig, path)
+    return _save(fig, path, formats)
 
 
-def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
+def plot_regimes(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = ("png",)) -> Optional[Path]:
     """Final accuracy vs. how much of the network is trained (log scale of trained
     parameters, ticks named by regime), one line per method, one panel per dataset and
-    scenario run in two or more regimes. Returns the PNG path, or None."""
+    scenario run in two or more regimes. Writes ``path`` in each of ``formats``; returns
+    the first file's path, or None."""
     panels = _regime_panels(rows)
     if not panels:
         return None
-    methods, colors = _method_colors(rows)
+    methods, styles = _method_styles(rows)
     index = accuracy_index(rows)
     fig, axes = _panels(len(panels), ncols=2, panel_size=(5.5, 4.0))
     handles: Dict[str, Line2D] = {}
@@ -187,8 +257,9 @@ def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
             points = [(x, 100 * y) for x, y in points if y is not None]
             if points:
                 xs, ys = zip(*points)
-                style = "--" if method in joint_methods() else "-"
-                (line,) = ax.plot(xs, ys, marker="o", markersize=4, linestyle=style, color=colors[method])
+                style = styles[method]
+                line_style = "--" if method in joint_methods() else style.linestyle
+                (line,) = ax.plot(xs, ys, marker=style.marker, markersize=4, linestyle=line_style, color=style.color)
                 handles.setdefault(method, line)
         ax.set_xscale("log")
         ax.set_xticks([size for _, size in runs], [f"{run[3]}\n{size / 1e6:.2g} M" for run, size in runs], fontsize=7)
@@ -197,4 +268,4 @@ def plot_regimes(rows: Sequence[Row], path: PathLike) -> Optional[Path]:
         ax.set_xlabel("trained part of the network (parameters)")
         ax.set_ylabel("final accuracy, all test data (%)")
         ax.grid(alpha=0.3)
-    return _save_with_legend(fig, path, methods, handles)
+    return _save_with_legend(fig, path, methods, handles, formats)

@@ -17,7 +17,14 @@ from avalanche_tmc.cli.argtypes import (  # standard library only
 )
 from avalanche_tmc.cli.parser import Parser  # standard library only
 from avalanche_tmc.loggers import LOGGERS, check_loggers  # standard library only
-from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES, SCENARIOS
+from benchmarks.protocol.choices import (
+    DEFAULT_PROJECTION_DIM,
+    MAX_PROJECTION_DIM,
+    PLOT_FORMATS,
+    RECIPE_CHOICES,
+    SCENARIOS,
+    plot_formats_argument,
+)
 from benchmarks.runner.presets import PILOT_SEEDS, PRESETS
 from benchmarks.runner.refusals import Refusal
 
@@ -203,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PyTorch's deterministic algorithms and one thread per process: the same numbers "
                         "whatever --jobs (across machines, see the README's reproducibility notes)")
     p.add_argument("--out", default=None, help="output folder (default results/<preset or dataset>)")
+    p.add_argument("--plot-format", type=plot_formats_argument, default=("png",), metavar="FORMATS",
+                   help=f"the plots' formats, comma-separated: {', '.join(PLOT_FORMATS)} (default png, at 300 dpi; "
+                        "pdf and svg keep their text editable)")
     p.add_argument("--logger", action="append", choices=LOGGERS, default=None,
                    help="Avalanche loggers of every method's metrics, under <out>/logs (repeatable; default csv): "
                         "text, csv, tensorboard (needs tensorboard), wandb (offline; needs wandb)")
@@ -305,7 +315,8 @@ def resolve(args: argparse.Namespace) -> Tuple[List["RunConfig"], "Options"]:
                       out=args.out, verbose=args.verbose, loggers=tuple(loggers), bn_data=args.bn_data,
                       parallel=args.parallel, jobs=jobs, threads=threads_per_job(jobs, threads),
                       restart=args.restart, deterministic=args.deterministic, workers=workers, amp=args.amp,
-                      amp_init_scale=args.amp_init_scale, progress=args.progress, decoded_cache=args.decoded_cache)
+                      amp_init_scale=args.amp_init_scale, progress=args.progress, decoded_cache=args.decoded_cache,
+                      plot_formats=tuple(args.plot_format))
     return runs, options
 
 

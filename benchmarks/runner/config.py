@@ -144,6 +144,7 @@ class Options:
     amp_init_scale: Optional[float] = None  # fp16: the GradScaler's first scale (None: AutocastPlugin's)
     progress: Optional[bool] = None  # a line per epoch with images/s and an ETA (None: for image runs)
     decoded_cache: bool = False  # image folders: decode and resize each file once (datasets.loading.decode_once)
+    plot_formats: Tuple[str, ...] = ("png",)  # the report's plots (benchmarks.protocol.choices.PLOT_FORMATS)
 
 
 def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,

@@ -4,6 +4,7 @@ component alone, and the progress files that keep a finished group's rows so an
 interrupted run resumes (``progress_path``, ``load_progress``, ``save_progress``).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from avalanche_tmc.files.filesystem import atomic_path
 from avalanche_tmc.loggers import make_loggers
 from benchmarks.methods import MethodGroup, TrainConfig
 from benchmarks.methods.build import build_strategy, component_forwards, component_row, select_row
-from benchmarks.protocol.task_il import EvalOutputs, Outputs, masked_accuracies
+from benchmarks.protocol.task_il import EvalOutputs, Outputs, masked_accuracies, task_masked
 from benchmarks.runner.epoch_log import EpochProgressPlugin
 from benchmarks.runner.gloo_training import make_trainer
 
@@ -173,9 +174,14 @@ def _scored(accs: Dict[str, float], row: Dict[str, Any], seconds: float = 0.0) -
 
 def _evaluate(strategy, stream, loader: Dict[str, Any], row: Dict[str, Any]) -> List[Dict[str, Any]]:
     """``strategy`` evaluated on ``stream``: one result row (``row`` + accuracy, seconds)
-    per test experience and one for the whole stream."""
+    per test experience and one for the whole stream. A task-IL row is evaluated under the
+    task mask after every step, the first included (:func:`task_masked`): a task not yet
+    trained is scored as the task-IL rows of a class-IL training are, alike for every method,
+    never by an argmax over the trained classes (the mask's own default waits for two tasks)."""
     start = time.time()
-    accs = _test_accuracies(strategy.eval(stream, **loader), stream)
+    masked = task_masked(strategy, stream) if row["scenario"] == "task" else contextlib.nullcontext()
+    with masked:
+        accs = _test_accuracies(strategy.eval(stream, **loader), stream)
     return _scored(accs, dict(row, model="composed"), time.time() - start)
 
 

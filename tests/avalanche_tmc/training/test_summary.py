@@ -118,3 +118,21 @@ def test_a_benchmark_without_task_labels_reads_back_its_own_metrics():
         assert row == [result[f"Top1_Acc_Exp/eval_phase/test_stream/Exp{e:03d}"] for e in (0, 1)]
         assert streams == [result["Top1_Acc_Stream/eval_phase/test_stream"]]
     assert summary_table(results).splitlines()[0] == "| after step | exp 0 | exp 1 | stream |"
+
+
+def test_the_documented_example_numbers_steps_as_plot_stream_and_the_runner_do():
+    """Issue 52: one step numbering. The usage page's example (run here as written) labels
+    its rows 1..n, as ``plot_stream`` and the runner's curves do (step t: after training t
+    experiences), with the experiences by their ids (``exp 0``...); it once passed the
+    experiences' ids as ``steps``, so its table said 0..n-1 where the plot said 1..n."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "usage.md").read_text(encoding="utf-8")
+    section = page.split("## Results at a glance", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "docs/usage.md", "exec"), namespace)  # noqa: S102  (the project's own page)
+    rows = namespace["table"].splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| 1", "| 2"]
+    assert namespace["table"].splitlines()[0].startswith("| after step | exp 0 | exp 1 |")
