@@ -25,6 +25,7 @@ from benchmarks.methods import MethodGroup, TrainConfig
 from benchmarks.methods.build import build_strategy, component_forwards, component_row, select_row
 from benchmarks.protocol.task_il import EvalOutputs, Outputs, masked_accuracies, task_masked
 from benchmarks.runner.epoch_log import EpochProgressPlugin
+from benchmarks.runner.folder_files import check_rows, read_json
 from benchmarks.runner.gloo_training import make_trainer
 
 __all__ = ["make_evaluator", "head_parameter_counts", "experience_seed", "run_group", "final_accuracies",
@@ -94,7 +95,7 @@ def head_parameter_counts(model, num_classes: int) -> Tuple[int, int]:
 def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig, base_row: Dict[str, Any],
               out_dir: str, *, verbose: bool = False, loggers: Sequence[str] = ("csv",),
               components: bool = True, parallel: int = 1, loader: Optional[Dict[str, Any]] = None,
-              progress: bool = False, task_stream=None) -> List[Dict[str, Any]]:
+              progress: bool = False, task_stream=None, label: Optional[str] = None) -> List[Dict[str, Any]]:
     """Train one group over the stream and evaluate each of its rows after every experience
     (and, with ``components``, each component alone at the end); Avalanche's logs go to
     ``out_dir/<group>`` (``verbose``/``loggers``: see :func:`make_evaluator`).
@@ -104,14 +105,15 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     ``parallel > 1``: the experiences of a group whose components train independently are
     shared among that many gloo processes (:mod:`benchmarks.runner.gloo_training`). ``loader``: the
     DataLoader arguments of every training and evaluation pass (workers);
-    ``progress``: a line per epoch with images/s and an ETA."""
+    ``progress``: a line per epoch with images/s and an ETA; ``label``: what every line
+    calls this training (default ``seed <seed> <rows>``)."""
+    label = label or f"seed {cfg.seed} {'+'.join(rows)}"
     torch.manual_seed(cfg.seed)
     loader = dict(loader or {})
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, loggers))
     if progress and group.family != "training-free":
         stages_count = 1 if group.joint else len(bm.train_stream)
-        strategy.plugins.append(EpochProgressPlugin(f"seed {cfg.seed} {'+'.join(rows)}",
-                                                    stages_count * strategy.train_epochs))
+        strategy.plugins.append(EpochProgressPlugin(label, stages_count * strategy.train_epochs))
     train = make_trainer(strategy, group, bm, top, cfg, processes=parallel, loader=loader)
     # with a task stream, one forward pass scores both columns (benchmarks.protocol.task_il)
     recorder = EvalOutputs() if task_stream is not None else None
@@ -140,13 +142,13 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
                                      dict(task_base, model="composed", method=row, after_task=after_task,
                                           train_seconds=train_seconds))
         results += evaluated
-        print(f"  seed {cfg.seed} {'+'.join(rows):18s} after {after_task}/{len(bm.train_stream)}: "
+        print(f"  {label:25s} after {after_task}/{len(bm.train_stream)}: "
               + "  ".join(f"{r['method']}{' (task-IL)' if r['scenario'] == 'task' and task_stream else ''} "
                           f"{r['accuracy']:.3f}" for r in evaluated if r["eval_exp"] == "all")
               + f"  (train {train_seconds:.0f}s)", flush=True)
     if group.describe is not None:
         setting = group.describe(strategy)
-        print(f"  seed {cfg.seed} {'+'.join(rows):18s} {setting}", flush=True)
+        print(f"  {label:25s} {setting}", flush=True)
         results = [dict(r, setting=setting) for r in results]
     getattr(train, "close", lambda: None)()  # a parallel trainer's component files
     for logger in strategy.evaluator.loggers:  # the CSV files, now (a TextLogger's stream is stdout: left open)
@@ -195,11 +197,14 @@ def progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGrou
 
 
 def load_progress(path: str) -> Optional[List[Dict[str, Any]]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)["rows"]
-    except (OSError, ValueError, KeyError):
-        return None  # absent, or unreadable: train the group again
+    """The rows of a finished group's progress file, or None when there is none; a file
+    that is not one the runner wrote (another shape, a NaN accuracy, a FIFO) is a
+    :class:`~benchmarks.runner.refusals.Refusal` naming it."""
+    advice = "remove it to train that group again, or run with --restart"
+    progress = read_json(path, advice)
+    if progress is None:
+        return None
+    return check_rows(path, progress.get("rows") if isinstance(progress, dict) else progress, advice)
 
 
 def save_progress(path: str, rows: List[Dict[str, Any]]) -> None:

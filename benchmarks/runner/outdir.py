@@ -44,8 +44,10 @@ import os
 import shutil
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from avalanche_tmc.files.filesystem import atomic_path
 from benchmarks.runner.config import Options, RunConfig, progress_key
+from benchmarks.runner.folder_files import check_rows, check_trials, open_lock, read_json, read_regular
+from benchmarks.runner.folder_files import write_bytes as _write_bytes
+from benchmarks.runner.folder_files import write_json as _write_json
 from benchmarks.runner.refusals import Refusal
 
 __all__ = ["LOCK_FILE", "SETTINGS_FILE", "STATUS_FILE", "RUNS_DIR", "OutputFolder", "claim", "run_settings",
@@ -90,32 +92,12 @@ def _differences(old: Dict[str, Any], new: Dict[str, Any], most: int = 4) -> Lis
     return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
-def _write_json(path: str, value: Any) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True,
-                  default=lambda o: o.item() if hasattr(o, "item") else str(o))  # numpy / torch scalars
-        f.write("\n")
-
-
 def _first_missing(path: str) -> Optional[str]:
     """The outermost folder of ``path`` (itself included) that does not exist, or None."""
     path, missing = os.path.abspath(path), None
     while not os.path.exists(path):
         missing, path = path, os.path.dirname(path)
     return missing
-
-
-def _read_bytes(path: str) -> Optional[bytes]:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(data)
 
 
 def _progress_files(out_dir: str) -> List[str]:
@@ -126,15 +108,11 @@ def _progress_files(out_dir: str) -> List[str]:
         return []
 
 
+_REDO = "run with --restart to replace the folder's results, or choose another --out"
+
+
 def _read_json(path: str) -> Optional[Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise Refusal(f"{path} is unreadable ({error}): restore it, or run with --restart to replace the folder's "
-                      "results, or choose another --out.") from None
+    return read_json(path, f"restore it or remove it, or {_REDO}")
 
 
 class OutputFolder:
@@ -153,7 +131,8 @@ class OutputFolder:
         # invocation finishes its first run, so a failure before that (undo) leaves the folder exactly as it was
         self._drop_records = restart
         self._created = _first_missing(out_dir)  # the folder this claim makes (None: it existed)
-        self._before = {name: _read_bytes(os.path.join(out_dir, name)) for name in (SETTINGS_FILE, STATUS_FILE)}
+        self._before = {name: read_regular(os.path.join(out_dir, name), f"remove it, or {_REDO}")
+                        for name in (SETTINGS_FILE, STATUS_FILE)}
         self._progress_before = _progress_files(out_dir)
         self._lock()
         try:
@@ -168,7 +147,7 @@ class OutputFolder:
     def _lock(self) -> None:
         os.makedirs(self.out_dir, exist_ok=True)
         path = os.path.join(self.out_dir, LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -256,14 +235,15 @@ class OutputFolder:
         if restart or self._drop_records:
             return  # nothing earlier is kept; the records and results are removed at the first finished run
         for name, settings in self.planned.items():
-            record = _read_json(self._record_path(name))
+            path, advice = self._record_path(name), "remove it to train that run again, or run with --restart"
+            record = read_json(path, advice)
             if record is None:
                 continue
-            if (not isinstance(record, dict) or record.get("name") != name or record.get("settings") != settings
-                    or not isinstance(record.get("rows"), list) or not isinstance(record.get("trials"), list)):
-                raise Refusal(f"{self._record_path(name)} is not the record of run {name} with these settings (edited "
-                              "or copied): remove it to train that run again, or run with --restart.")
-            self._runs[name] = (record["rows"], record["trials"])
+            if not isinstance(record, dict) or record.get("name") != name or record.get("settings") != settings:
+                raise Refusal(f"{path} is not the record of run {name} with these settings (edited or copied): "
+                              f"{advice}.")
+            self._runs[name] = (check_rows(path, record.get("rows"), advice),
+                                check_trials(path, record.get("trials"), advice))
         if os.path.exists(results):
             from benchmarks.results.files import ReportFileError, read_csv
 
