@@ -42,7 +42,8 @@ from benchmarks.results.files import (
     write_rows_csv,
 )
 from benchmarks.results.intervals import PairedDifference, mean_std, paired_difference
-from benchmarks.results.reading import PERCENT, POINTS, TEXT, Cell
+from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, writing
+from benchmarks.results.reading import PERCENT, POINTS, TEXT, Cell, ReportFileError, unsafe_cell
 
 __all__ = ["FIGURES", "MAX_GAP", "MIN_GAIN", "MET", "NOT_MET", "UNRESOLVED", "premise_figures", "premise_status",
            "premise_table", "premise_section", "MAP_COLUMNS", "map_rows", "map_table", "write_map_csv", "read_map_csv",
@@ -242,9 +243,22 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     if missing:
         p.error(f"no results.csv in {', '.join(missing)}: run the study first (python -m benchmarks.run --preset "
                 "premise-map-32 ...)")
-    rows = map_rows(args.folders)
-    if args.csv is not None:
-        write_map_csv(rows, args.csv)
+    with one_line(p):
+        for folder in args.folders:
+            reason = unsafe_cell(folder.name)
+            if reason:
+                raise ReportFileError(f"{str(folder)!r}: the folder's name is the map's input and holds {reason}, which "
+                                      "would break the page the map is generated into: rename the folder.")
+        if args.csv is not None:
+            check_not_an_input(args.csv, {f / "results.csv": f"the results file of {f}" for f in args.folders},
+                               "--csv")
+        rows = map_rows(args.folders)
+        if not rows:
+            raise nothing_to_write(f"no run of {', '.join(map(str, args.folders))} has the rows of a premise figure "
+                                   "(joint with joint-tangent or tmc-fc, joint-tangent with tmc, over common seeds)")
+        if args.csv is not None:
+            with writing(args.csv):
+                write_map_csv(rows, args.csv)
     text = map_table(rows)
     print(text, end="")
     return text

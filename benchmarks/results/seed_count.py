@@ -34,6 +34,7 @@ from benchmarks.results.files import (
 )
 from benchmarks.results.intervals import ALPHA
 from benchmarks.results.machine_moves import MachineMoves, machine_margin, measured_moves
+from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, writing
 from benchmarks.results.reading import POINTS, TEXT, Cell
 
 __all__ = ["COLUMNS", "DIFFERENCE", "EQUIVALENCE", "NEVER", "seeds_needed", "seed_count_rows", "read_seed_counts",
@@ -149,17 +150,17 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     args = p.parse_args(argv)
     if not MIN_SEEDS <= args.cap <= 1000:
         p.error(f"--cap must be in {MIN_SEEDS}..1000, got {args.cap}")
-    if args.out.resolve() == args.results.resolve():
-        p.error("--out names the pilot's results file: choose another path")
-    try:
-        rows = seed_count_rows(read_csv(args.results), args.cap)
-    except (ReportFileError, ValueError) as error:
-        p.exit(2, f"{p.prog}: error: {error}\n")
-    try:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_rows_csv(rows, args.out, COLUMNS, kind="seed-count")
-    except OSError as error:
-        p.exit(2, f"{p.prog}: error: {args.out}: {error.strerror or error}\n")
+    with one_line(p):
+        check_not_an_input(args.out, {args.results: "the pilot's results file"})
+        try:
+            rows = seed_count_rows(read_csv(args.results), args.cap)
+        except ValueError as error:
+            raise ReportFileError(str(error)) from None
+        if not rows:
+            raise nothing_to_write(f"no claim of {args.results} is in a Holm family")
+        with writing(args.out):
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            write_rows_csv(rows, args.out, COLUMNS, kind="seed-count")
     print(seed_count_table(rows))
     return args.out
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.results.files import COST_COLUMNS, ReportFileError, read_written_csv, write_rows_csv
+from benchmarks.results.outputs import check_not_an_input, one_line, writing
 from benchmarks.results.reading import TEXT, Cell
 
 __all__ = ["COLUMNS", "WALL", "module_costs", "cost_rows", "cost_table", "main"]
@@ -91,12 +92,12 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
                    help="a tier's name (fast, e2e) and its pytest --junitxml report (repeatable)")
     p.add_argument("--out", type=Path, default=Path("docs/results/tests/costs.csv"))
     args = p.parse_args(argv)
-    try:
+    with one_line(p):
+        check_not_an_input(args.out, {Path(report): f"the {name} tier's report" for name, report in args.tier})
         rows = cost_rows([(name, Path(report)) for name, report in args.tier])
-    except ReportFileError as error:
-        p.error(str(error))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_rows_csv(rows, args.out, COLUMNS, kind="test-costs")
+        with writing(args.out):
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            write_rows_csv(rows, args.out, COLUMNS, kind="test-costs")
     print(cost_table(rows))
     return args.out
 

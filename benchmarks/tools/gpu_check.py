@@ -38,6 +38,10 @@ from pathlib import Path
 from statistics import median
 from typing import Dict, List, Optional, Sequence
 
+from avalanche_tmc.files.filesystem import atomic_path, check_writable
+from benchmarks.results.outputs import one_line, writing
+from benchmarks.results.reading import ReportFileError
+
 __all__ = ["Step", "StepResult", "GpuSampler", "plan", "run_step", "images_per_second", "speed_rows",
            "report", "main"]
 
@@ -271,6 +275,28 @@ def _gpu_hours(speed: Dict[str, Dict[str, float]], env: Dict[str, str]) -> str:
     return head + "\n\n" + (done.stdout if done.returncode == 0 else _tail(done.stderr))
 
 
+def _check_folders(workdir: Optional[str], out: str) -> None:
+    """Make ``--workdir`` (when given) and ``--out`` and probe that they can be written, before
+    any step runs: a file in the way, a symlink loop or a read-only folder is a
+    :class:`~benchmarks.results.files.ReportFileError` naming it."""
+    for flag, folder in (("--workdir", workdir), ("--out", out)):
+        if folder is None:
+            continue
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            check_writable(folder, create=False)
+        except OSError as error:
+            raise ReportFileError(f"{flag} {folder}: not a folder that can be written ({error.strerror or error}: a "
+                                  "file in the way, a symlink loop, a read-only folder?): choose another.") from None
+
+
+def _write(path: Path, text: str) -> None:
+    """Write the report atomically (a symlink at ``path`` is replaced, never followed); an
+    ``OSError`` names ``path``."""
+    with writing(path), atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Path:
     """Run the check and write the report; returns the report's path."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.gpu_check", description=__doc__.split("\n\n")[0])
@@ -292,19 +318,19 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     device = "cpu" if args.dry_run else args.device
     if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device: torch.cuda.is_available() is False (use --dry-run to check the script on the CPU)")
+    with one_line(p):
+        _check_folders(args.workdir, args.out)
     gpus = 0 if args.dry_run else torch.cuda.device_count()
     name = "cpu-dry-run" if args.dry_run else torch.cuda.get_device_name(torch.device(device))
     # keep what PYTHONPATH already holds (carried wheels on a machine without internet)
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, OMP_WAIT_POLICY="PASSIVE", PYTHONUNBUFFERED="1")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, one_line(p):
         workdir = Path(args.workdir or tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
         env["AVALANCHE_TMC_CACHE"] = str(workdir / "cache")
         _prepare_inputs(workdir, dry_run=args.dry_run)
         command = "python -m benchmarks.tools.gpu_check" + (" --dry-run" if args.dry_run else "")
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         steps = plan(device, workdir, dry_run=args.dry_run, gpus=gpus)
         if args.steps:
             wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
@@ -322,11 +348,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
             results.append(run_step(step, env))
             # rewritten after every step: a check stopped from outside still leaves what it measured
             speed_table = speed_file.read_text() if speed_file.exists() else ""
-            path.write_text(report(results, device_name=name, command=command, dry_run=args.dry_run,
-                                   speed_table=speed_table), encoding="utf-8")
+            _write(path, report(results, device_name=name, command=command, dry_run=args.dry_run,
+                                speed_table=speed_table))
         hours = _gpu_hours(speed_rows(speed_table), env)
-    path.write_text(report(results, device_name=name, command=command, dry_run=args.dry_run, speed_table=speed_table,
-                           gpu_hours=hours), encoding="utf-8")
+        _write(path, report(results, device_name=name, command=command, dry_run=args.dry_run,
+                            speed_table=speed_table, gpu_hours=hours))
     print(f"[gpu-check] report: {path}")
     if any(not r.step.skipped and r.returncode != 0 for r in results):
         sys.exit(1)

@@ -1,0 +1,80 @@
+"""What the offline tools (``benchmarks.tools.spread``, ``benchmarks.results.premise``,
+``benchmarks.results.seed_count``, ``benchmarks.results.suite_costs``, the GPU check) share
+about their outputs: an output that names one of their inputs is refused (as the command
+line's ``compose`` refuses it), a name that would break a page is refused, a write that
+fails names its file, and every refusal is one line on stderr with exit 2.
+
+Outputs are written through :func:`~avalanche_tmc.files.filesystem.atomic_path`: an output
+that is a symlink is replaced, never followed, so no other file is truncated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Union
+
+from benchmarks.results.reading import ReportFileError, unsafe_cell
+
+__all__ = ["check_not_an_input", "writing", "one_line", "page_text", "nothing_to_write"]
+
+PathLike = Union[str, Path]
+
+
+def check_not_an_input(out: PathLike, inputs: Mapping[PathLike, str], flag: str = "--out") -> None:
+    """Refuse (:class:`ReportFileError`) an output ``out`` that is one of ``inputs`` (path ->
+    what it is, e.g. ``"the pilot's results file"``): the same file by another path, a
+    symlink or a hard link included; writing there would replace the input."""
+    if not os.path.exists(out):
+        return  # not an input: every input exists
+    for path, what in inputs.items():
+        try:
+            same = os.path.samefile(out, path)
+        except OSError:
+            same = os.path.realpath(out) == os.path.realpath(path)
+        if same:
+            raise ReportFileError(f"{flag} names {what} ({path}): writing there would replace an input; choose "
+                                  "another path. Nothing was written.")
+
+
+@contextlib.contextmanager
+def writing(path: PathLike) -> Iterator[None]:
+    """An ``OSError`` of the block (a read-only folder, a full disk, the file-size limit, a
+    folder in the way) becomes a :class:`ReportFileError` naming ``path``."""
+    try:
+        yield
+    except OSError as error:
+        raise ReportFileError(f"{path}: cannot be written ({error.strerror or error}): free space, make its folder "
+                              "writable or choose another path; nothing was written there.") from None
+
+
+@contextlib.contextmanager
+def one_line(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """End the command in one line on stderr with exit 2 (``parser``'s form) on a
+    :class:`ReportFileError` or an ``OSError`` of the block (never a traceback)."""
+    try:
+        yield
+    except ReportFileError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    except OSError as error:
+        parser.exit(2, f"{parser.prog}: error: {error.filename or ''}: {error.strerror or error}\n")
+
+
+def page_text(flag: str) -> Callable[[str], str]:
+    """An argparse ``type`` for text that ends up in a generated block (``--names``): refused
+    (a usage error) when :func:`~benchmarks.results.reading.unsafe_cell` says it could break the page."""
+    def check(value: str) -> str:
+        reason = unsafe_cell(value)
+        if reason:
+            raise argparse.ArgumentTypeError(f"{flag} {value!r} holds {reason}, which would break the page its "
+                                             "table is generated into")
+        return value
+
+    return check
+
+
+def nothing_to_write(what: str) -> ReportFileError:
+    """The refusal of a tool whose inputs give it nothing to write (``what``: why)."""
+    return ReportFileError(f"{what}: nothing to write, so nothing was written.")
