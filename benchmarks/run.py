@@ -30,6 +30,7 @@ import torch
 from avalanche_tmc.files.filesystem import check_writable
 from benchmarks import report
 from benchmarks.datasets.loading import decode_once
+from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
@@ -45,7 +46,7 @@ from benchmarks.runner.groups import (
     run_group,
     save_progress,
 )
-from benchmarks.runner.prepare import FOLDER_DATASETS, first_experience_batches, load_run_dataset, num_classes, prepare
+from benchmarks.runner.prepare import first_experience_batches, load_run_dataset, num_classes, prepare
 from benchmarks.runner.refusals import Refusal, command_line, is_refusal
 from benchmarks.tuning.grid import Trial, TuningGrid, edges
 from benchmarks.tuning.run import tune_config
@@ -256,7 +257,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     cfg = train_config(run, options, num_classes=classes, seed=run.seeds[0], bn_batches=bn_batches)
     old_head, new_head = head_parameter_counts(top, classes)
     trained = sum(p.numel() for p in top.parameters()) - old_head + new_head
-    print(f"[{run.dataset}] {run.scenario}-incremental, {run.tasks} experiences, {classes} classes, "
+    label = dataset_label(run.dataset, options.data_root)
+    print(f"[{label}] {run.scenario}-incremental, {run.tasks} experiences, {classes} classes, "
           f"{trained / 1e6:.2f} M trained parameters, "
           + ("learning rate and epochs per tuning unit tuned below" if run.tune is not None else
              f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)"
@@ -280,7 +282,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     if run.tune is not None:  # on the first seed's training randomness
         units = [u for u in representatives() if u in {tuning_unit(g) for g, _ in groups}]
         cfg, trials, chosen = tune_config(run, options, train, top, cfg, units, progress_dir=progress_dir)
-    base_row = dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, backbone=run.backbone,
+    base_row = dict(dataset=label, scenario=run.scenario, tasks=run.tasks, backbone=run.backbone,
                     regime=regime_label(run.freeze_until), trained_params=trained,
                     tuned="yes" if trials else (run.tuned_by or "no"))
     pieces = [(seed, group, rows, run) for seed in run.seeds for group, rows in groups]
@@ -320,7 +322,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
                                                                                   td[0][3].scenario)])
                for row in rows]
     grid = TuningGrid.from_dict(run.tune or {}) if trials else None
-    trial_rows = [dict(dataset=run.dataset, scenario=run.scenario, tasks=run.tasks, regime=base_row["regime"],
+    trial_rows = [dict(dataset=label, scenario=run.scenario, tasks=run.tasks, regime=base_row["regime"],
                        family=t.family, lr=t.lr, epochs=t.epochs, validation_accuracy=t.score,
                        chosen="yes" if chosen.get(t.family) is t else "no",
                        edge=", ".join(edges(t, grid, trials)) if chosen.get(t.family) is t else "",
@@ -337,7 +339,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     args = parse_args(argv)
     runs, options = resolve(args)
     preflight(runs, options)
-    out_dir = options.out or os.path.join("results", args.preset or runs[0].dataset)
+    out_dir = options.out or os.path.join("results", args.preset or dataset_label(runs[0].dataset, options.data_root))
     try:  # refused before any training (the library's check, which the command line uses too); nothing is
         # created here: the folder is made when it is claimed, and removed again if nothing was done
         check_writable(_existing_folder(out_dir), create=False)

@@ -14,6 +14,7 @@ data (an Avalanche benchmark)          model (a network with a new seeded head)
 :func:`split_fmnist`                   :func:`torchvision_model` (weights: file or cache)
 :func:`split_cifar10`                  :func:`timm_model` (weights: file or cache)
 :func:`split_cifar100`
+:func:`image_folder` (your images)
 =====================================  ====================================================
 
 The classic benchmarks read local files (``dataset_root``) and take ``return_task_id=True``
@@ -31,6 +32,7 @@ from .benchmarks import (
     split_fmnist,
     split_mnist,
 )
+from .image_folder import FolderSplit, image_folder, read_image_folder
 from .models import (
     WeightsNotFoundError,
     check_hub_hash,
@@ -45,7 +47,8 @@ from .models import (
 )
 
 __all__ = [
-    "digits", "digits_splits", "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
+    "digits", "digits_splits", "image_folder", "read_image_folder", "FolderSplit",
+    "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
     "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights", "read_state_dict",
     "hub_checkpoint_dir", "check_hub_hash", "timm_cached_file", "DatasetNotFoundError", "WeightsNotFoundError",
 ]

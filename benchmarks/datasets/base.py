@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the library's class, re-exported
+from avalanche_tmc.factories.image_folder import TooFewImagesError, stratified_split  # likewise
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
@@ -31,12 +32,6 @@ NORMALIZATIONS: Dict[str, Optional[Tuple[Tuple[float, ...], Tuple[float, ...]]]]
     "none": None,
 }
 Normalization = Union[str, Tuple[Sequence[float], Sequence[float]], None]
-
-
-class TooFewImagesError(ValueError):
-    """A class of a folder dataset has too few images for the requested split (one of its
-    sides would be empty); the message names the class, its image count and the option to
-    lower."""
 
 
 class CorruptImageError(ValueError):
@@ -228,33 +223,6 @@ def make_transforms(
         transforms.Resize(resize), transforms.CenterCrop(image_size), *_to_tensor_steps(normalization),
     ])
     return train, evaluation
-
-
-def stratified_split(
-    targets: Sequence[int],
-    test_fraction: Optional[float] = None,
-    train_per_class: Optional[int] = None,
-    seed: int = 0,
-) -> Tuple[np.ndarray, np.ndarray]:
-    """Seeded per-class split of indices into ``(train, test)`` (both sorted).
-
-    Give ``test_fraction`` (each class keeps ``round(n * test_fraction)`` for test) or
-    ``train_per_class`` (that many per class go to train, the rest to test).
-    """
-    if (test_fraction is None) == (train_per_class is None):
-        raise ValueError("give exactly one of test_fraction and train_per_class")
-    targets = np.asarray(targets)
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in np.unique(targets):
-        idx = rng.permutation(np.flatnonzero(targets == label))
-        if train_per_class is not None:
-            n_train = min(train_per_class, len(idx))
-        else:
-            n_train = len(idx) - int(round(len(idx) * test_fraction))
-        train.append(idx[:n_train])
-        test.append(idx[n_train:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def stratified_subsample(targets: Sequence[int], per_class: int, seed: int = 0) -> np.ndarray:

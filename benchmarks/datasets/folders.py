@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from avalanche_tmc.factories.image_folder import IMAGE_EXTENSIONS, check_both_sides, describe_counts
+
 from .base import (
     DatasetNotFoundError,
     ImageFileDataset,
@@ -25,11 +27,8 @@ from .cache import default_data_root
 
 __all__ = [
     "IMAGE_EXTENSIONS", "FolderLayout", "list_images", "CALTECH256", "MIT67", "OXFORD_PETS", "TINYIMAGENET",
-    "load_caltech256", "load_mit67", "load_oxford_pets", "load_tinyimagenet",
+    "load_caltech256", "load_mit67", "load_oxford_pets", "load_tinyimagenet", "file_pair",
 ]
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-
 
 @dataclass(frozen=True)
 class FolderLayout:
@@ -76,7 +75,7 @@ def _split_groups(
         if short:
             smallest = min(n for _, n in short)
             raise TooFewImagesError(
-                f"{dataset}: {_describe(short)}: train_per_class={train_per_class} takes that many for "
+                f"{dataset}: {describe_counts(short)}: train_per_class={train_per_class} takes that many for "
                 "training and leaves none for the test set. Lower train_per_class to at most "
                 f"{max(smallest - 1, 0)} (the smallest class has {smallest} images) or add images to "
                 f"{'that class' if len(short) == 1 else 'those classes'}."
@@ -87,46 +86,11 @@ def _split_groups(
     train, test = stratified_split(labels, test_fraction=test_fraction, train_per_class=train_per_class, seed=seed)
     train_pairs, test_pairs = [(paths[i], labels[i]) for i in train], [(paths[i], labels[i]) for i in test]
     option = f"train_per_class={train_per_class}" if train_per_class is not None else f"train_fraction={train_fraction}"
-    _check_both_sides(dataset, names, train_pairs, test_pairs, option)
+    check_both_sides(dataset, names, train_pairs, test_pairs, option)
     return train_pairs, test_pairs
 
 
-def _describe(counts: Sequence[Tuple[str, int]], most: int = 5) -> str:
-    """``class 'a' has 3 images`` / ``classes 'a' (3 images), 'b' (1 image) ...``."""
-
-    def images(n: int) -> str:
-        return f"{n} image{'' if n == 1 else 's'}"
-
-    if len(counts) == 1:
-        return f"class {counts[0][0]!r} has {images(counts[0][1])}"
-    shown = ", ".join(f"{name!r} ({images(n)})" for name, n in counts[:most])
-    more = f" and {len(counts) - most} more" if len(counts) > most else ""
-    return f"classes {shown}{more} have too few images"
-
-
-def _check_both_sides(
-    dataset: str, classes: Sequence[str], train: Sequence[Tuple[Path, int]], test: Sequence[Tuple[Path, int]],
-    what_sets_it: str,
-) -> None:  # fmt: skip
-    """Raise :class:`TooFewImagesError` if a class has no training or no test sample (Avalanche
-    would fail much later, e.g. with a bare IndexError on an empty experience)."""
-    count_train = [0] * len(classes)
-    count_test = [0] * len(classes)
-    for _, label in train:
-        count_train[label] += 1
-    for _, label in test:
-        count_test[label] += 1
-    for side, counts in (("training", count_train), ("test", count_test)):
-        empty = [(name, count_train[i] + count_test[i]) for i, name in enumerate(classes) if counts[i] == 0]
-        if empty:
-            raise TooFewImagesError(
-                f"{dataset}: {_describe(empty)}: {what_sets_it} leaves none for "
-                f"{'its' if len(empty) == 1 else 'their'} {side} set. "
-                "Every class needs at least one training and one test image: change that option or add images."
-            )
-
-
-def _file_pair(
+def file_pair(
     train: Sequence[Tuple[Path, int]], test: Sequence[Tuple[Path, int]], classes: Sequence[str],
     image_size: int, normalization: Normalization, transform: Optional[Callable], transforms: str = "square",
 ) -> Tuple[ImageFileDataset, ImageFileDataset]:  # fmt: skip
@@ -172,7 +136,7 @@ def load_caltech256(
     classes = [_CALTECH_CLASS.match(d.name).group(2) for d in dirs]  # type: ignore[union-attr]
     train, test = _split_groups([list_images(d) for d in dirs], seed, train_per_class=train_per_class,
                                 dataset="caltech256", names=[d.name for d in dirs])
-    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
+    return file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 MIT67 = FolderLayout(
@@ -217,8 +181,8 @@ def load_mit67(
         return out
 
     train, test = samples("TrainImages.txt"), samples("TestImages.txt")
-    _check_both_sides("mit67", classes, train, test, "the lists TrainImages.txt / TestImages.txt")
-    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
+    check_both_sides("mit67", classes, train, test, "the lists TrainImages.txt / TestImages.txt")
+    return file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 OXFORD_PETS = FolderLayout(
@@ -253,7 +217,7 @@ def load_oxford_pets(
     classes = sorted(by_class)
     train, test = _split_groups([by_class[c] for c in classes], seed, train_fraction=train_fraction,
                                 dataset="oxford_pets", names=classes)
-    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
+    return file_pair(train, test, classes, image_size, normalization, transform, transforms)
 
 
 TINYIMAGENET = FolderLayout(
@@ -295,5 +259,5 @@ def load_tinyimagenet(
     words_file = root / "words.txt"
     words = dict(line.split("\t", 1) for line in _read_list(words_file) if "\t" in line) if words_file.is_file() else {}
     classes = [words.get(w, w) for w in wnids]
-    _check_both_sides("tinyimagenet", wnids, train, test, "train/<wnid>/images and val/val_annotations.txt")
-    return _file_pair(train, test, classes, image_size, normalization, transform, transforms)
+    check_both_sides("tinyimagenet", wnids, train, test, "train/<wnid>/images and val/val_annotations.txt")
+    return file_pair(train, test, classes, image_size, normalization, transform, transforms)

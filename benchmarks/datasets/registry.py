@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch.utils.data import Dataset
 
+from avalanche_tmc.factories.image_folder import FOLDER_LAYOUT
 from benchmarks.datasets.packages import MissingPackageError
 
 from .base import DatasetNotFoundError
@@ -33,18 +34,32 @@ from .mnist_like import (
     load_mnist5k,
     load_mnist_like_30,
 )
+from .own_folder import folder_label, load_folder
 
-__all__ = ["DatasetEntry", "DATASETS", "load_dataset", "summarise"]
+__all__ = ["DATASET_KINDS", "DatasetEntry", "DATASETS", "FOLDER_DATASETS", "OFFLINE_DATASETS", "dataset_label",
+           "load_dataset", "describe", "summarise"]
+
+DATASET_KINDS = ("offline", "folder")
+"""``offline``: installed from a package registry, read with no ``--data-root``; ``folder``:
+image files under ``--data-root`` (the paper's data sets, a researcher's own), decoded per batch."""
 
 @dataclass(frozen=True)
 class DatasetEntry:
     """A registered dataset: ``entry(**kw)`` calls its loader; ``description`` and
     ``requires`` (what to install, or where the data come from) are what
-    ``python -m benchmarks.datasets`` prints about it."""
+    ``python -m benchmarks.datasets`` prints about it; ``kind`` is one of
+    :data:`DATASET_KINDS` (what every list of folder datasets reads); ``layout`` shows a
+    folder dataset's expected files."""
 
     loader: Callable[..., Tuple[Dataset, Dataset]]
     description: str
     requires: str
+    kind: str = "offline"
+    layout: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in DATASET_KINDS:
+            raise ValueError(f"kind={self.kind!r}: one of {DATASET_KINDS}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tuple[Dataset, Dataset]:
         return self.loader(*args, **kwargs)
@@ -69,11 +84,27 @@ DATASETS: Dict[str, DatasetEntry] = {
         f"{CAIROSVG_INSTALL}; {emoji_install_command()}",
     ),
     "digits": DatasetEntry(load_digits, "scikit-learn 8x8 digits, 10 classes, 1,438/359", "scikit-learn"),
-    "caltech256": DatasetEntry(load_caltech256, "Caltech-256 folders, 60 train/class", CALTECH256.url),
-    "mit67": DatasetEntry(load_mit67, "MIT Indoor-67, official lists", MIT67.url),
-    "oxford_pets": DatasetEntry(load_oxford_pets, "Oxford-IIIT Pets, 37 classes, half/half", OXFORD_PETS.url),
-    "tinyimagenet": DatasetEntry(load_tinyimagenet, "Tiny-ImageNet-200, train / val", TINYIMAGENET.url),
+    "caltech256": DatasetEntry(load_caltech256, "Caltech-256 folders, 60 train/class", CALTECH256.url, "folder",
+                               CALTECH256.layout),
+    "mit67": DatasetEntry(load_mit67, "MIT Indoor-67, official lists", MIT67.url, "folder", MIT67.layout),
+    "oxford_pets": DatasetEntry(load_oxford_pets, "Oxford-IIIT Pets, 37 classes, half/half", OXFORD_PETS.url,
+                                "folder", OXFORD_PETS.layout),
+    "tinyimagenet": DatasetEntry(load_tinyimagenet, "Tiny-ImageNet-200, train / val", TINYIMAGENET.url, "folder",
+                                 TINYIMAGENET.layout),
+    "folder": DatasetEntry(load_folder, "your own images, one folder per class, named after the folder",
+                           "--data-root DIR", "folder", FOLDER_LAYOUT.replace("<root>", "<data_root>")),
 }
+
+FOLDER_DATASETS = tuple(name for name, entry in DATASETS.items() if entry.kind == "folder")
+"""The image-folder datasets (read from ``--data-root``, decoded per batch)."""
+OFFLINE_DATASETS = tuple(name for name, entry in DATASETS.items() if entry.kind == "offline")
+"""The datasets installed from a package registry (no ``--data-root``)."""
+
+
+def dataset_label(name: str, data_root: Optional[Union[str, Path]] = None) -> str:
+    """What tables, plots and output folders call dataset ``name``: a researcher's own
+    ``folder`` is named after its folder (``--data-root ~/data/birds`` -> ``birds``)."""
+    return folder_label(data_root) if name == "folder" and data_root is not None else name
 
 
 def load_dataset(
@@ -90,18 +121,33 @@ def load_dataset(
     return entry(data_root=data_root, image_size=image_size, **options)
 
 
-def summarise(names: Sequence[str], image_size: int) -> None:
-    """Print what each dataset is and needs, then its size, class count and load time, or
-    why it is unavailable (``python -m benchmarks.datasets``)."""
+def describe(names: Sequence[str]) -> None:
+    """Print what each dataset is, its kind and what it needs, loading none (the listing of
+    ``python -m benchmarks.datasets``)."""
+    for name in names:
+        entry = DATASETS[name]
+        print(f"{name} ({entry.kind}): {entry.description}; needs {entry.requires}")
+
+
+def summarise(names: Sequence[str], image_size: int, data_root: Optional[Union[str, Path]] = None) -> int:
+    """Load each dataset of ``names`` (folder datasets from ``data_root``) and print what it
+    is and needs, then its size, class count and load time, or why it is unavailable (a
+    folder dataset: with the layout it expects). Returns how many were unavailable."""
+    missing = 0
     for name in names:
         start = time.perf_counter()
+        entry = DATASETS[name]
         try:
-            train, test = load_dataset(name, image_size=image_size)
-        except (DatasetNotFoundError, MissingPackageError) as err:
-            result = f"unavailable ({str(err).splitlines()[0]})"
+            train, test = load_dataset(name, data_root=data_root, image_size=image_size)
+        except (DatasetNotFoundError, MissingPackageError, ValueError) as err:
+            missing += 1
+            first, *rest = str(err).splitlines()
+            result = f"unavailable ({first})"
+            if entry.layout:
+                result += f"\n    expected layout under --data-root:\n{entry.layout}"
         else:
             x, _ = train[0]
             result = (f"train {len(train)}, test {len(test)}, classes {len(getattr(train, 'classes', []))}, "
                       f"item {tuple(x.shape)}, {time.perf_counter() - start:.2f} s")
-        entry = DATASETS[name]
         print(f"{name}: {entry.description}; needs {entry.requires}\n    {result}")
+    return missing

@@ -19,7 +19,9 @@ Layouts (what the matching loader of :mod:`benchmarks.datasets.folders` reads fr
 * ``tinyimagenet``: ``root/tiny-imagenet-200/train/<wnid>/images/<wnid>_<n>.JPEG``,
   ``val/images/val_<n>.JPEG`` + ``val/val_annotations.txt`` (a fifth of ``per_class``
   per class, at least one), ``wnids.txt`` (the real one is 64×64: pass
-  ``min_size=max_size=64``).
+  ``min_size=max_size=64``);
+* ``folder``: ``root/class<NN>/img<NNNN>.jpg``, a researcher's own folder (``--dataset
+  folder --data-root root``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 
 __all__ = ["LAYOUTS", "synthetic_image", "make_image_folder", "main"]
 
-LAYOUTS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet")
+LAYOUTS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet", "folder")
 
 
 def synthetic_image(rng: np.random.Generator, width: int, height: int, label: int = 0, classes: int = 1):
@@ -128,6 +130,10 @@ def make_image_folder(
                 (train_lines if j < n_train else test_lines).append(f"{name}/img{j:04d}.jpg")
         (base / "TrainImages.txt").write_text("".join(line + "\n" for line in train_lines))
         (base / "TestImages.txt").write_text("".join(line + "\n" for line in test_lines))
+    elif layout == "folder":
+        for c, n in enumerate(counts):
+            for j in range(n):
+                write(root / f"class{c:02d}" / f"img{j:04d}.jpg", c)
     elif layout == "oxford_pets":
         base = root / "oxford_pets" / "images"
         base.mkdir(parents=True, exist_ok=True)
@@ -168,7 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     root = make_image_folder(args.out, args.layout, args.classes, args.per_class, args.min_size, args.max_size,
                              args.seed)
     print(f"wrote {args.classes} x {args.per_class} {args.layout} images under {root}: "
-          f"load_{args.layout}(data_root={str(root)!r})")
+          f"python -m benchmarks.datasets {args.layout} --data-root {root}")
     return 0
 
 

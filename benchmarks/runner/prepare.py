@@ -13,16 +13,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.datasets import load_dataset
+from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.networks.backbones import input_stats, load_backbone
 from benchmarks.networks.shrink import convolutions_as_matmuls, shrink_convolutions
 from benchmarks.networks.trunk import cache_features, split_backbone
 from benchmarks.runner.config import RunConfig
 
 __all__ = ["FOLDER_DATASETS", "prepare", "load_run_dataset", "first_experience_batches", "num_classes"]
-
-
-# The image-folder datasets (decoded per batch from files under --data-root).
-FOLDER_DATASETS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet")
 
 
 def prepare(run: RunConfig, *, data_root: Optional[str] = None,
@@ -71,7 +68,8 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     if matmuls:
         note += f", {len(matmuls)} convolutions on 2x2 or 1x1 maps run as products"
     options = ", ".join(f"{k}={v}" for k, v in run.data_options.items())
-    print(f"[{run.dataset}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
+    label = dataset_label(run.dataset, data_root)
+    print(f"[{label}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
           f"samples, {run.image_size}px, {run.backbone}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
     return train, test, top
 

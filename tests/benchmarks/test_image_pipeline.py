@@ -121,7 +121,7 @@ def test_synthetic_command_line(tmp_path, capsys):
     assert synthetic_main(["--out", str(tmp_path), "--classes", "2", "--per-class", "2", "--min-size", "20",
                            "--max-size", "24"]) == 0
     assert len(list(tmp_path.glob("caltech256/256_ObjectCategories/00?.*/*.jpg"))) == 4
-    assert "load_caltech256" in capsys.readouterr().out
+    assert f"python -m benchmarks.datasets caltech256 --data-root {tmp_path}" in capsys.readouterr().out
 
 
 def test_a_class_too_small_for_the_split_says_which_and_what_to_lower(tmp_path):
