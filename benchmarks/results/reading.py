@@ -87,7 +87,11 @@ def read_table(path: PathLike, known: Optional[Sequence[str]] = None,
     reader = csv.reader(io.StringIO(data, newline=""))
     try:
         header = next(reader)
-        records = [(reader.line_num, record) for record in reader if record]
+        records, start = [], reader.line_num + 1
+        for record in reader:  # a record is named by its first line (a quoted field may span lines)
+            if record:
+                records.append((start, record))
+            start = reader.line_num + 1
     except csv.Error as e:
         raise ReportFileError(f"{path}, line {reader.line_num}: not a CSV file ({e}).") from None
     if any(not name for name in header) or len(set(header)) != len(header):
