@@ -37,10 +37,9 @@ block shows); this module writes the report; its names are also importable from 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from benchmarks.protocol.choices import PLOT_FORMATS, plot_formats_argument
 from benchmarks.results.files import (
@@ -74,7 +73,13 @@ from benchmarks.results.plots import (
     plot_regimes,
 )
 from benchmarks.results.readme_blocks import GENERATED_END as GENERATED_END
-from benchmarks.results.readme_blocks import find_generated_blocks, generated_block, readme_block, update_readme
+from benchmarks.results.readme_blocks import (
+    find_generated_blocks,
+    generated_block,
+    missing_runs,
+    readme_block,
+    update_readme,
+)
 from benchmarks.results.tables import (
     incomplete_note,
     markdown_table,
@@ -120,21 +125,6 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     return {k: p for k, p in paths.items() if p is not None}
 
 
-def _missing_runs(folder: Path) -> List[str]:
-    """The planned runs the runner's ``status.json`` in ``folder`` lists as missing (none without one)."""
-    try:
-        with (folder / "status.json").open(encoding="utf-8") as f:
-            status = json.load(f)
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as error:
-        raise ReportFileError(f"{folder / 'status.json'} is unreadable ({error}): restore it or remove it.") from None
-    missing = status.get("missing", []) if isinstance(status, dict) else None
-    if not isinstance(missing, list):
-        raise ReportFileError(f"{folder / 'status.json'}: 'missing' is not a list of runs: restore it or remove it.")
-    return [str(m) for m in missing]
-
-
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """``python -m benchmarks.report CSV [--readme README.md]``: re-make the table and
     plots next to ``CSV`` (and the Markdown file's blocks generated from it)."""
@@ -152,7 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
         paths: Dict[str, Path] = {}
         if csv_kind(args.csv) == "results":
             rows = read_csv(args.csv)
-            paths = write_report(rows, args.csv.parent, include_csv=False, missing=_missing_runs(args.csv.parent),
+            paths = write_report(rows, args.csv.parent, include_csv=False, missing=missing_runs(args.csv.parent),
                                  formats=args.plot_format)
         print(block)
         for key, path in paths.items():
