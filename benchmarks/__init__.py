@@ -29,3 +29,24 @@ _help_of_the_runner()
 # replay buffer's own deprecation notice printed at every experience.
 warnings.filterwarnings("ignore", message="no QP solver found")
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="avalanche")
+
+# Avalanche's @deprecated puts simplefilter("once", DeprecationWarning) ahead of every filter
+# at each call (and so resets the "once" registry): the filter above never applies and its
+# notices print at every call. They, and any deprecation notice, are shown once per run
+# instead; forked jobs hand theirs back (benchmarks.runner.forked_jobs).
+NOTICES = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+_SHOWN: set = set()
+_show = warnings.showwarning
+
+
+def show_once(message, category, filename, lineno, file=None, line=None) -> None:  # type: ignore[no-untyped-def]
+    """``warnings.showwarning`` that shows a :data:`NOTICES` warning once per message."""
+    if issubclass(category, NOTICES):
+        key = (category.__name__, str(message))
+        if key in _SHOWN:
+            return
+        _SHOWN.add(key)
+    _show(message, category, filename, lineno, file, line)
+
+
+warnings.showwarning = show_once

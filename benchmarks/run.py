@@ -33,6 +33,7 @@ from benchmarks.datasets.loading import decode_once
 from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
+from benchmarks.runner import terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.runner.epoch_log import groups_progress
@@ -47,7 +48,8 @@ from benchmarks.runner.groups import (
     save_progress,
 )
 from benchmarks.runner.prepare import first_experience_batches, load_run_dataset, num_classes, prepare
-from benchmarks.runner.refusals import Refusal, command_line, is_refusal
+from benchmarks.runner.refusals import Refusal, is_refusal
+from benchmarks.runner.terminal import piece_label, schedule_text, tuned_text
 from benchmarks.tuning.grid import Trial, TuningGrid, edges
 from benchmarks.tuning.run import tune_config
 
@@ -262,7 +264,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
           f"{trained / 1e6:.2f} M trained parameters, "
           + ("learning rate and epochs per tuning unit tuned below" if run.tune is not None else
              f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)"
-             + (f", tuned: {_tuned_text(run.tuned)}" if run.tuned else ""))
+             + (f", tuned: {tuned_text(run.tuned)}" if run.tuned else "")
+             + f", {schedule_text(cfg, per_unit=bool(run.tuned))}")
           + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"
           + (f" (TME: its own components, beta {run.tme_beta})" if run.tme_beta is not None else "")
           + (f", linearized from {run.linearize_from}" if run.linearize_from else "")
@@ -291,15 +294,18 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     order = {(seed, group.name, piece_run.scenario): i for i, (seed, group, _, piece_run) in enumerate(pieces)}
     tasks = sorted(pieces, key=lambda t: -t[1].cost)  # the costliest first
 
+    kept: Dict[int, List[Dict[str, Any]]] = {}  # method groups finished by an earlier run
+    for i, (seed, group, rows, piece_run) in enumerate(tasks):
+        progress = progress_path(progress_dir, progress_key(piece_run, options, seed), group)
+        found = None if options.restart else load_progress(progress)
+        if found is not None:
+            kept[i], name = found, piece_label(seed, rows, piece_run is task_run)
+            print(f"  {name:25s} finished by an earlier run: kept from {progress} (--restart to retrain)", flush=True)
+
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task
         seed_cfg = replace(cfg, seed=seed)
         progress = progress_path(progress_dir, progress_key(piece_run, options, seed), group)
-        done = None if options.restart else load_progress(progress)
-        if done is not None:
-            print(f"  seed {seed} {'+'.join(rows):18s} finished by an earlier run: kept from {progress} "
-                  "(--restart to retrain)", flush=True)
-            return done
         seed_bm, seed_task_stream, seed_task_bm = by_data_seed[data_seeds[seed]]
         own_task_run = piece_run.scenario == "task" and seed_task_bm is not None  # (a copy in a job's process)
         group_rows = run_group(group, rows, seed_task_bm if own_task_run else seed_bm, top, seed_cfg,
@@ -307,17 +313,20 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
                                     **_hyper_parameters(group, seed_cfg)),
                                os.path.join(out_dir, "logs", piece_run.label, f"seed{seed}"), verbose=options.verbose,
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
-                               progress=show_progress,
+                               progress=show_progress, label=piece_label(seed, rows, piece_run is task_run),
                                task_stream=None if own_task_run or group.task_aware else seed_task_stream)
         save_progress(progress, group_rows)  # a kill after this point does not lose the group
         return group_rows
 
     started = time.time()
 
-    def finished(count: int) -> None:
-        print(f"  [{groups_progress(count, len(tasks), time.time() - started)}]", flush=True)
+    def finished(count: int) -> None:  # the ETA from the groups trained now, not those kept
+        print(f"  [{groups_progress(len(kept) + count, len(tasks), time.time() - started, restored=len(kept))}]",
+              flush=True)
 
-    done = run_tasks(do, tasks, options.jobs, options.threads, options.deterministic, on_done=finished)
+    trained = iter(run_tasks(do, [t for i, t in enumerate(tasks) if i not in kept], options.jobs, options.threads,
+                             options.deterministic, on_done=finished))
+    done = [kept[i] if i in kept else next(trained) for i in range(len(tasks))]
     results = [row for _, rows in sorted(zip(tasks, done), key=lambda td: order[(td[0][0], td[0][1].name,
                                                                                   td[0][3].scenario)])
                for row in rows]
@@ -330,16 +339,20 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     return results, trial_rows
 
 
-def _tuned_text(tuned) -> str:
-    return ", ".join(f"{unit} {lr:g} / {epochs} epochs" for unit, (lr, epochs) in tuned.items())
-
-
 def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
-    """Run every run of the preset / command line and write the report."""
+    """Run every run of the preset / command line and write the report; a Ctrl-C raises
+    :class:`~benchmarks.runner.terminal.Interrupted` (what was kept, how to resume)."""
+    out: List[str] = []  # the output folder, once known
+    with terminal.says_what_was_kept(out, argv):
+        return _main(argv, out)
+
+
+def _main(argv: Optional[Sequence[str]], out: List[str]) -> List[Dict[str, Any]]:
     args = parse_args(argv)
     runs, options = resolve(args)
     preflight(runs, options)
     out_dir = options.out or os.path.join("results", args.preset or dataset_label(runs[0].dataset, options.data_root))
+    out.append(out_dir)
     try:  # refused before any training (the library's check, which the command line uses too); nothing is
         # created here: the folder is made when it is claimed, and removed again if nothing was done
         check_writable(_existing_folder(out_dir), create=False)
@@ -373,11 +386,12 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
         # The run is complete: its results are in results.csv and its runs in runs/ (a re-run
         # keeps them; --restart retrains). Progress files only serve to resume an interrupted run.
         shutil.rmtree(os.path.join(out_dir, "progress"), ignore_errors=True)
-    print("\n" + report.markdown_table(rows))
+    # the table, then the verdicts its caption promises below it
+    print("\n" + report.markdown_table(rows) + "\n" + terminal.decided_claims(rows, str(paths["markdown"])))
     print(f"\nTotal time {time.time() - start:.0f}s, {options.jobs} job(s) x {options.threads} thread(s) "
           f"({options.device}). Written: {', '.join(str(p) for p in paths.values())}")
     return rows
 
 
 if __name__ == "__main__":
-    sys.exit(command_line(main, "python -m benchmarks.run"))
+    sys.exit(terminal.interruptible(main))

@@ -11,7 +11,7 @@ ResNets, EfficientNets, MobileNets, VGG...). The split is checked against the mo
 output and refused otherwise (e.g. vision transformers: run them without a trunk).
 """
 
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -91,17 +91,21 @@ def split_backbone(model: nn.Module, start_at: str, example: Tensor) -> Tuple[Ch
 
 
 @torch.no_grad()
-def cache_features(trunk: nn.Module, dataset: Dataset, batch_size: int = 256) -> TensorDataset:
+def cache_features(trunk: nn.Module, dataset: Dataset, batch_size: int = 256,
+                   on_batch: Optional[Callable[[int], None]] = None) -> TensorDataset:
     """Run ``trunk`` once over ``dataset``; a dataset of (features, target) that keeps
     ``targets`` (and ``domains`` when present) for Avalanche's generators. On one thread
     (:func:`~benchmarks.networks.threads.fixed_threads`): the features, hence every row
-    trained on them, do not depend on the thread count of the process that prepares the run."""
+    trained on them, do not depend on the thread count of the process that prepares the run.
+    ``on_batch(n)`` after each batch of ``n`` images (the runner's progress)."""
     trunk.eval()
     features, targets = [], []
     with fixed_threads():
         for x, y in DataLoader(dataset, batch_size=batch_size, shuffle=False):
             features.append(trunk(x))
             targets.append(torch.as_tensor(y))
+            if on_batch is not None:
+                on_batch(len(x))
     cached = TensorDataset(torch.cat(features), torch.cat(targets))
     cached.targets = cached.tensors[1]
     if hasattr(dataset, "domains"):

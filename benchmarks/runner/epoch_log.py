@@ -20,13 +20,17 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def groups_progress(done: int, total: int, elapsed: float) -> str:
+def groups_progress(done: int, total: int, elapsed: float, restored: int = 0) -> str:
     """The main job's line after a (seed, method group) finishes: ``5/12 method groups done,
-    2m05s elapsed, ETA 2m55s``, the remaining time estimated from the groups finished so far
-    (their mean time; the costliest run first, so early estimates are on the high side)."""
-    left = elapsed / done * max(0, total - done) if done else float("nan")
-    eta = format_seconds(left) if done else "unknown"
-    return f"{done}/{total} method groups done, {format_seconds(elapsed)} elapsed, ETA {eta}"
+    2m05s elapsed, ETA 2m55s``, the remaining time estimated from the groups trained so far
+    (their mean time; the costliest run first, so early estimates are on the high side).
+    ``restored`` of the ``done`` were kept from an earlier run: they took no time here and
+    are left out of the estimate."""
+    trained = done - restored
+    left = elapsed / trained * max(0, total - done) if trained > 0 else float("nan")
+    eta = format_seconds(left) if trained > 0 else "unknown"
+    kept = f" ({restored} kept from an earlier run)" if restored else ""
+    return f"{done}/{total} method groups done{kept}, {format_seconds(elapsed)} elapsed, ETA {eta}"
 
 
 class EpochProgressPlugin(SupervisedPlugin):

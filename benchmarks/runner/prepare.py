@@ -6,7 +6,7 @@ prepare a run without importing the runner.
 """
 
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -49,15 +49,21 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     :param data_root: folder holding the dataset (folder datasets).
     :param weights: local state-dict file with the backbone's ImageNet weights.
     """
-    start = time.time()
+    start, name = time.time(), dataset_label(run.dataset, data_root)
+    print(f"[{name}] loading the data...", flush=True)  # what preparing says while it takes its time
     train, test = load_run_dataset(run, data_root)
+    print(f"[{name}] {len(train)} train / {len(test)} test samples loaded ({time.time() - start:.0f}s); loading "
+          f"{run.backbone}...", flush=True)
     backbone = load_backbone(run.backbone, weights=weights, version=run.imagenet_weights)
     if str(run.freeze_until).lower() in ("none", ""):
         top, note = backbone, "whole network trained"
     else:
         example = torch.stack([train[i][0] for i in range(2)])
         trunk, top = split_backbone(backbone, run.freeze_until, example)
-        train, test = cache_features(trunk, train), cache_features(trunk, test)
+        print(f"[{name}] computing the frozen trunk's features (before {run.freeze_until}) of "
+              f"{len(train) + len(test)} images...", flush=True)
+        counted = _quarters(name, len(train) + len(test), start)
+        train, test = cache_features(trunk, train, on_batch=counted), cache_features(trunk, test, on_batch=counted)
         note = f"trunk before {run.freeze_until} frozen, features cached"
     top = top.to(memory_format=torch.channels_last)
     example = torch.stack([train[i][0] for i in range(2)])
@@ -72,6 +78,19 @@ def prepare(run: RunConfig, *, data_root: Optional[str] = None,
     print(f"[{label}{' (' + options + ')' if options else ''}] {len(train)} train / {len(test)} test "
           f"samples, {run.image_size}px, {run.backbone}: {note}; prepared in {time.time() - start:.0f}s", flush=True)
     return train, test, top
+
+
+def _quarters(name: str, total: int, start: float) -> Callable[[int], None]:
+    """``on_batch`` of :func:`cache_features`: a line as each quarter of ``total`` images is done."""
+    done = [0, 0]  # images, quarters shown
+
+    def count(images: int) -> None:
+        done[0] += images
+        if 4 * done[0] // max(total, 1) > done[1]:
+            done[1] = 4 * done[0] // max(total, 1)
+            print(f"[{name}]   features of {done[0]}/{total} images ({time.time() - start:.0f}s)", flush=True)
+
+    return count
 
 
 def load_run_dataset(run: RunConfig, data_root: Optional[str] = None) -> Tuple[Dataset, Dataset]:

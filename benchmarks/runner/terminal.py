@@ -1,0 +1,122 @@
+"""What the runner says on the terminal beyond its tables: the learning-rate schedule of
+its header (:func:`schedule_text`), the label of a progress line (:func:`piece_label`), the
+decided claims at the end of a run (:func:`decided_claims`) and the one line of a Ctrl-C
+(:func:`interrupted_message`, exit :data:`EXIT_INTERRUPTED`)."""
+
+import contextlib
+import glob
+import os
+import shlex
+import sys
+from fractions import Fraction
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from benchmarks.methods import TrainConfig
+from benchmarks.methods.builders import schedule_milestones
+
+__all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "schedule_text", "tuned_text", "piece_label", "decided_claims",
+           "interrupted_message", "says_what_was_kept", "interruptible"]
+
+PROG = "python -m benchmarks.run"
+EXIT_INTERRUPTED = 130
+"""The exit code of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C that stopped the runner; ``str`` is the line that says what was kept."""
+
+
+def _and(items: Sequence[str]) -> str:
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 2 else items)
+
+
+def schedule_text(cfg: TrainConfig, per_unit: bool = False) -> str:
+    """The learning-rate schedule of ``cfg`` in words: ``lr x0.1 from epochs 3 and 4 of 4
+    (1/2 and 3/4 of the epochs)``; ``per_unit``: each tuning unit has its own epochs, so
+    only the fractions are said."""
+    fractions = [str(Fraction(f).limit_denominator(100)) for f in cfg.decay_at]
+    if per_unit and fractions and not cfg.milestones:
+        return f"lr x0.1 at {_and(fractions)} of each unit's epochs"
+    epochs = [str(m + 1) for m in schedule_milestones(cfg)]  # 1-based: the first epoch at the lower rate
+    if not epochs:
+        return "constant learning rate"
+    text = f"lr x0.1 from epoch{'s' if len(epochs) > 1 else ''} {_and(epochs)} of {cfg.epochs}"
+    return text + (f" ({_and(fractions)} of the epochs)" if fractions else "")
+
+
+def tuned_text(tuned: Mapping[str, Tuple[float, int]]) -> str:
+    """``tangent 0.003 / 10 epochs, ...``: each tuning unit's learning rate and epochs."""
+    return ", ".join(f"{unit} {lr:g} / {epochs} epochs" for unit, (lr, epochs) in tuned.items())
+
+
+def piece_label(seed: int, rows: Sequence[str], task_labelled: bool = False) -> str:
+    """``seed 0 lwf``, with `` (task-labelled training)`` for the second training of a
+    task-IL column (LwF, joint: their training reads the task labels)."""
+    return f"seed {seed} {'+'.join(rows)}" + (" (task-labelled training)" if task_labelled else "")
+
+
+def decided_claims(rows: Sequence[Mapping[str, object]], report: str) -> str:
+    """The lines printed after the table: the reason a run gives no verdicts, or the claims
+    the verdict table decides (holds, fails, equivalent; a repeated comparison once), one a
+    line, headed by how many of the judged claims that is and where all of them are
+    (``report``); empty when no claim compares the rows."""
+    from benchmarks.results.claims import CLAIMS, _judged_cells  # (the verdict table's own cells)
+    from benchmarks.results.files import run_label
+    from benchmarks.results.intervals import EQUIVALENT, FAILS, HOLDS
+
+    cells, _, reason = _judged_cells(rows)
+    if not cells:
+        return ""
+    if reason:
+        return f"{reason} The differences are in {report}."
+    judged = [c for c in cells.values() if c["repeats"] is None]
+    several = {claim.text: claim.rivals for claim in CLAIMS}
+    decided = [c for c in judged if c["verdict"] in (HOLDS, FAILS, EQUIVALENT)]
+    lines = [f"Verdicts: {len(decided)} claim{'s' if len(decided) != 1 else ''} decided of {len(judged)} judged "
+             f"(every claim, its intervals and the rule: {report})"]
+    for cell in decided:
+        low, high = cell.get("adjusted_low", cell["low"]), cell.get("adjusted_high", cell["high"])
+        versus = f" (vs {cell['rival']})" if len(several.get(cell["claim"], ())) > 1 else ""
+        where = run_label(cell["run"])  # type: ignore[arg-type]
+        lines.append(f"  {cell['claim']}{versus}, {where}: {cell['verdict']}, "
+                     f"{cell['difference']:+.1f} points [{low:+.1f}, {high:+.1f}]")
+    return "\n".join(lines)
+
+
+def interrupted_message(out_dir: Optional[str], argv: Sequence[str]) -> str:
+    """The one line of a Ctrl-C: what the output folder keeps (finished method groups of
+    unfinished runs, finished runs) and the command that resumes (``argv`` without
+    ``--restart``: a stopped restart goes on replacing when resumed without it)."""
+    groups = len(glob.glob(os.path.join(out_dir, "progress", "*.json"))) if out_dir else 0
+    runs = len(glob.glob(os.path.join(out_dir, "runs", "*.json"))) if out_dir else 0
+    kept = [f"{n} finished {what}{'s' if n != 1 else ''}" for n, what in ((groups, "method group"), (runs, "run"))
+            if n]
+    resume = f"{PROG} {shlex.join(a for a in argv if a != '--restart')}".rstrip()
+    if not kept:
+        return f"interrupted: nothing finished was kept; run again with: {resume}"
+    return f"interrupted: kept {_and(kept)} in {out_dir}; resume with: {resume}"
+
+
+@contextlib.contextmanager
+def says_what_was_kept(out: List[str], argv: Optional[Sequence[str]]) -> Iterator[None]:
+    """Turn a Ctrl-C in the block into :class:`Interrupted` with :func:`interrupted_message`
+    for the output folder ``out[0]`` (once known) and the command's ``argv``."""
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, Interrupted):
+            raise
+        argv = sys.argv[1:] if argv is None else argv
+        raise Interrupted(interrupted_message(out[0] if out else None, argv)) from None
+
+
+def interruptible(main: Callable[[Optional[Sequence[str]]], Any], argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m benchmarks.run``: ``main`` under the refusals' :func:`command_line`; a
+    Ctrl-C prints its one line on stderr and returns :data:`EXIT_INTERRUPTED`."""
+    from benchmarks.runner.refusals import command_line
+
+    try:
+        return command_line(main, PROG, argv)
+    except KeyboardInterrupt as stop:
+        print(f"{PROG}: {stop if isinstance(stop, Interrupted) else 'interrupted'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
