@@ -9,7 +9,7 @@ from .exits import UsageError
 
 __all__ = ["in_range", "MAX_FLOAT32", "MAX_EPOCHS", "MAX_BATCH_SIZE", "MAX_PROJECTION_DIM", "MAX_SEED", "MAX_TIMEOUT",
            "MAX_EXPERIENCE_ID", "EPOCHS", "BATCH_SIZE", "LEARNING_RATE", "BETA", "PROJECTION_DIM", "SEED", "TIMEOUT",
-           "experience_id", "device", "check_device"]
+           "experience_id", "module_name", "device", "check_device"]
 
 MAX_FLOAT32 = 3.4028234663852886e38
 """The largest finite float32: a learning rate or β beyond it is infinite in the network's dtype."""
@@ -80,6 +80,14 @@ def experience_id(text: str) -> Union[int, str]:
         raise argparse.ArgumentTypeError(f"an experience id is an integer >= 0 or 'all' (ids at most "
                                          f"{MAX_EXPERIENCE_ID}), got {text!r}")
     return int(text)
+
+
+def module_name(text: str) -> str:
+    """``--start-at``: a dotted module name (``layer1``, ``blocks.6``; checked against the model
+    once it is built)."""
+    if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", text) or len(text) > 200:
+        raise argparse.ArgumentTypeError(f"a module name is dotted words such as layer1 or blocks.6, got {text!r}")
+    return text
 
 
 def device(text: str) -> str:

