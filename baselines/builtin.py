@@ -35,7 +35,7 @@ from avalanche.training.supervised import DER, EWC, JointTraining, LwF, Naive, S
 from avalanche.training.templates import SupervisedTemplate
 from torch import nn
 
-from avalanche_tmc.models.training_free import penultimate
+from avalanche_tmc.models.training_free import check_num_classes, penultimate
 from avalanche_tmc.tangent import TangentModel, find_head
 from avalanche_tmc.training.losses import RescaledSquareLoss
 from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin
@@ -172,5 +172,6 @@ def _slda(network: nn.Module, *, num_classes: Optional[int] = None, shrinkage_pa
           **options) -> SupervisedTemplate:
     head = network.get_submodule(find_head(network))
     return StreamingLDA(slda_model=penultimate(network), criterion=nn.CrossEntropyLoss(), input_size=head.in_features,
-                        num_classes=num_classes or head.out_features, shrinkage_param=shrinkage_param,
+                        num_classes=head.out_features if num_classes is None else check_num_classes(num_classes),
+                        shrinkage_param=shrinkage_param,
                         plugins=[TaskMaskPlugin(), *options.pop("plugins", [])], **options)

@@ -15,9 +15,21 @@ from torch import Tensor, nn
 from ..composition.statistics import HeadStats, RandomReLUFeatures, class_means, ridge_head
 from ..tangent import find_head
 
-__all__ = ["HEADS", "penultimate", "LayerFeatures", "TrainingFreeClassifier"]
+__all__ = ["HEADS", "MAX_PROJECTION_DIM", "check_num_classes", "penultimate", "LayerFeatures",
+           "TrainingFreeClassifier"]
 
 HEADS = ("ridge", "ncm")
+MAX_PROJECTION_DIM = 16_384
+"""The widest random projection (its statistics are M x M: 2 GiB in float64 at 16384; the
+command line's ``avalanche_tmc.cli.argtypes.MAX_PROJECTION_DIM`` is the same)."""
+
+
+def check_num_classes(num_classes: Any) -> int:
+    """``num_classes`` if it is a positive int (a head's output size), else ``ValueError``
+    (0 once became the network head's size, a negative count failed deep inside training)."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes must be a positive int (the head's outputs), got {num_classes!r}.")
+    return num_classes
 
 
 def penultimate(model: nn.Module, head: Optional[str] = None) -> nn.Module:
@@ -91,6 +103,11 @@ class TrainingFreeClassifier(nn.Module):
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}.")
+        check_num_classes(num_classes)
+        if projection_dim is not None and (isinstance(projection_dim, bool) or not isinstance(projection_dim, int)
+                                           or not 1 <= projection_dim <= MAX_PROJECTION_DIM):
+            raise ValueError(f"projection_dim must be an int in 1..{MAX_PROJECTION_DIM} (its statistics are M x M), "
+                             f"got {projection_dim!r}.")
         self.features = features.eval().requires_grad_(False)
         self.num_classes = num_classes
         self.head = head

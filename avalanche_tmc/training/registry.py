@@ -139,7 +139,7 @@ def _statistics(head: str, projection: bool) -> Builder:
         from ..tangent import find_head
         from .strategies.training_free import TrainingFreeStrategy
 
-        classes = num_classes or int(network.get_submodule(find_head(network)).out_features)
+        classes = int(network.get_submodule(find_head(network)).out_features) if num_classes is None else num_classes
         model = TrainingFreeClassifier(penultimate(network), classes, head=head, seed=seed,
                                    projection_dim=projection_dim if projection else None)
         return TrainingFreeStrategy(model=model, **options)

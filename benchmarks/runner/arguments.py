@@ -25,6 +25,7 @@ from benchmarks.protocol.choices import (
     SCENARIOS,
     plot_formats_argument,
 )
+from benchmarks.runner.bounds import data_option_problem
 from benchmarks.runner.presets import PILOT_SEEDS, PRESETS
 from benchmarks.runner.refusals import Refusal
 
@@ -339,6 +340,9 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
             if not sep:
                 raise Refusal(f"--data-option takes KEY=VALUE, got {item!r}")
             options[key] = _parse_value(value)
+            problem = data_option_problem(key, options[key])
+            if problem:
+                raise Refusal(f"--data-option {key}={options[key]}: {problem} (docs/benchmarks.md).")
         overrides["data_options"] = options
     if getattr(args, "seeds", None) is not None:
         overrides["seeds"] = args.seeds

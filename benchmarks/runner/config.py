@@ -92,6 +92,13 @@ class RunConfig:
                              f"8·M² bytes), got {self.projection_dim!r}.")
         if self.tme_beta is not None and not 0 < self.tme_beta <= 1000:
             raise ValueError(f"tme_beta must be in (0, 1000], got {self.tme_beta!r}.")
+        if self.tune is not None:  # while the preset is read, not once the data is prepared
+            from benchmarks.tuning.grid import TuningGrid
+
+            try:
+                TuningGrid.from_dict(self.tune)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"tune: {error}") from None
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "RunConfig":

@@ -220,8 +220,9 @@ class OutputFolder:
             self._write_settings(replacing=self._drop_records)
 
     def _write_settings(self, replacing: bool) -> None:
-        settings = dict(format=FORMAT, runs=self.planned)
-        _write_json(os.path.join(self.out_dir, SETTINGS_FILE), dict(settings, replacing=True) if replacing else settings)
+        """Write ``settings.json`` (``replacing``: a --restart has not finished its first run yet)."""
+        settings = dict(format=FORMAT, runs=self.planned, **({"replacing": True} if replacing else {}))
+        _write_json(os.path.join(self.out_dir, SETTINGS_FILE), settings)
 
     # ------------------------------------------------------------------ finished runs
     def _record_path(self, name: str) -> str:

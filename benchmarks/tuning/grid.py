@@ -28,17 +28,19 @@ heads have nothing to tune. The final run then trains every method on the whole 
 set with its unit's chosen values.
 """
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
+from avalanche_tmc.cli.argtypes import MAX_EPOCHS
 from benchmarks.datasets.base import stratified_split
 
 __all__ = ["TuningGrid", "Trial", "TuningEdgeError", "validation_split", "labelled_subset", "tune",
-           "choose", "edges"]
+           "choose", "edges", "GRID_BOUNDS", "MAX_EXTEND"]
 
 
 
@@ -54,6 +56,39 @@ def _tangent_units() -> Tuple[str, ...]:
     from benchmarks.methods import tangent_units
 
     return tangent_units()
+
+
+MAX_EXTEND = 10
+"""The most rounds of growing a grid (``extend``)."""
+GRID_BOUNDS: Dict[str, Tuple[str, float, float]] = {
+    "tangent_lrs": ("list-lr", 0.0, 1.0),  # Adam, as --lr-tangent
+    "lrs": ("list-lr", 0.0, 10.0),  # SGD, as --lr
+    "epochs": ("list-int", 1, MAX_EPOCHS),
+    "val_fraction": ("fraction", 0.0, 1.0),
+    "decay_at": ("list-fraction", 0.0, 1.0),
+    "epoch_cap": ("int", 1, MAX_EPOCHS),  # (or None)
+    "extend": ("int", 0, MAX_EXTEND),
+}
+"""``field -> (kind, low, high)`` of a :class:`TuningGrid` (a preset's ``tune``): learning
+rates in (0, high], integers in [low, high], fractions in (0, 1); checked when the preset or
+command line is read (:class:`benchmarks.runner.config.RunConfig`), before any data."""
+
+
+def _words(kind: str, low: float, high: float) -> str:
+    """A bound in words: ``"a list of integers in 1..10000"``, ``"a fraction in (0, 1)"``."""
+    what = {"lr": "learning rates", "int": "integers" if kind.startswith("list") else "an integer",
+            "fraction": "fractions" if kind.startswith("list") else "a fraction"}[kind.split("-")[-1]]
+    bound = (f"{low:g}..{high:g}" if kind.endswith("int") else f"({low:g}, {high:g})" if kind.endswith("fraction")
+             else f"({low:g}, {high:g}]")
+    return f"{'a list of ' if kind.startswith('list') else ''}{what} in {bound}"
+
+
+def _within(kind: str, value: object, low: float, high: float) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    if "int" in kind:
+        return isinstance(value, int) and low <= value <= high
+    return low < value < high if "fraction" in kind else low < value <= high
 
 
 @dataclass(frozen=True)
@@ -74,25 +109,30 @@ class TuningGrid:
     extend: int = 0  # rounds of growing the grid where a choice sits on its edge (0: the grid as given)
 
     def __post_init__(self):
+        """Every value within its bound (:data:`GRID_BOUNDS`), and a fair budget."""
+        for name, (kind, low, high) in GRID_BOUNDS.items():
+            value = getattr(self, name)
+            listed = kind.startswith("list")
+            values = value if listed and isinstance(value, tuple) else () if value is None else (value,)
+            if (listed and (not isinstance(value, tuple) or not value and name != "decay_at")
+                    or not all(_within(kind, v, low, high) for v in values)):
+                raise ValueError(f"{name} must be {_words(kind, low, high)}, got {value!r}.")
         if len(self.tangent_lrs) != len(self.lrs):
             raise ValueError(f"Both families need the same number of learning rates (a fair budget); "
                              f"got {len(self.tangent_lrs)} tangent and {len(self.lrs)} non-linear.")
-        if not self.epochs or any(e < 1 for e in self.epochs):
-            raise ValueError(f"epochs must be positive integers, got {self.epochs}.")
-        if any(not 0 < lr < float("inf") for lr in self.tangent_lrs + self.lrs):
-            raise ValueError("learning rates must be positive and finite.")
-        if not 0 < self.val_fraction < 1:
-            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction}.")
-        if any(not 0 < f < 1 for f in self.decay_at):
-            raise ValueError(f"decay_at takes fractions of the epochs in (0, 1), got {self.decay_at}.")
         if self.epoch_cap is not None and max(self.epochs) > self.epoch_cap:
             raise ValueError(f"epochs {self.epochs} go beyond the epoch cap {self.epoch_cap}.")
-        if self.extend < 0:
-            raise ValueError(f"extend counts rounds of growing the grid, got {self.extend}.")
 
     @classmethod
     def from_dict(cls, values: Dict) -> "TuningGrid":
-        """A grid from a preset's ``tune`` dict (lists become tuples)."""
+        """A grid from a preset's ``tune`` dict (lists become tuples); ``ValueError`` for
+        anything else than a dict of known keys whose values are within :data:`GRID_BOUNDS`."""
+        if not isinstance(values, dict):
+            raise ValueError(f"must be a dict of grid values (e.g. {{'epochs': [5, 10]}}), got {values!r}.")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; known: {', '.join(known)}.")
         return cls(**{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items()})
 
     def learning_rates(self, unit: str) -> Tuple[float, ...]:
@@ -160,13 +200,15 @@ class TuningEdgeError(ValueError):
 
 
 CAP = "at the epoch cap"
+FLOOR = "at the epoch floor"
 
 
 def edges(trial: Trial, grid: TuningGrid, trials: Optional[Sequence[Trial]] = None) -> List[str]:
     """Where ``trial``'s values sit on the edge of what its unit tried (``trials``, else
     ``grid``): e.g. ``["largest epochs"]``; the largest epochs at ``grid.epoch_cap`` is
-    ``"at the epoch cap (N)"``, not an edge (empty when both are interior, or only one value
-    of that kind was tried)."""
+    ``"at the epoch cap (N)"`` and the smallest at 1 ``"at the epoch floor (1)"``, not edges
+    (nothing lies beyond them; empty when both are interior, or only one value of that kind
+    was tried)."""
     if trials is None:
         lrs, epochs = grid.learning_rates(trial.family), grid.epochs
     else:
@@ -175,7 +217,7 @@ def edges(trial: Trial, grid: TuningGrid, trials: Optional[Sequence[Trial]] = No
     found = []
     for kind, value, values in (("learning rate", trial.lr, lrs), ("epochs", trial.epochs, epochs)):
         if len(values) > 1 and value == min(values):
-            found.append(f"smallest {kind}")
+            found.append(f"{FLOOR} (1)" if kind == "epochs" and value == 1 else f"smallest {kind}")
         elif len(values) > 1 and value == max(values):
             at_cap = kind == "epochs" and value == grid.epoch_cap
             found.append(f"{CAP} ({value})" if at_cap else f"largest {kind}")
@@ -228,7 +270,7 @@ def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, fl
         if round_ < grid.extend:
             values = {f: _grown(chosen[f], *values[f], grid) for f in families}
     if grid.extend:
-        stuck = {f: [e for e in edges(t, grid, trials) if not e.startswith(CAP)] for f, t in chosen.items()}
+        stuck = {f: [e for e in edges(t, grid, trials) if not e.startswith((CAP, FLOOR))] for f, t in chosen.items()}
         stuck = {f: e for f, e in stuck.items() if e}
         if stuck:
             raise TuningEdgeError(

@@ -108,3 +108,32 @@ def test_a_head_of_another_size_than_num_classes_is_refused(name):
         create_strategy(name, _net(), num_classes=10, evaluator=quiet_evaluator())
     with pytest.raises(ValueError, match="give num_classes"):
         create_strategy(name, _net(), new_head=True, evaluator=quiet_evaluator())
+
+
+@pytest.mark.parametrize("name, options, message", [
+    ("stats-ridge", dict(num_classes=0), r"num_classes must be a positive int.*got 0"),
+    ("ncm", dict(num_classes=-3), r"num_classes must be a positive int.*got -3"),
+    ("ncm", dict(num_classes=2.5), r"num_classes must be a positive int.*got 2\.5"),
+    ("ncm", dict(num_classes=True), r"num_classes must be a positive int.*got True"),
+    ("ranpac", dict(projection_dim=0), r"projection_dim must be an int in 1\.\.16384.*got 0"),
+    ("ranpac", dict(projection_dim=2.5), r"projection_dim must be an int in 1\.\.16384.*got 2\.5"),
+    ("ranpac", dict(projection_dim=10 ** 6), r"projection_dim must be an int in 1\.\.16384.*got 1000000"),
+    ("slda", dict(num_classes=0), r"num_classes must be a positive int.*got 0"),
+])
+def test_training_free_counts_are_refused_when_built_not_deep_in_training(name, options, message):
+    """Issue 52, item 11: num_classes=0 became the head's 10, -3 or a projection_dim of 0, 2.5
+    or 10**6 failed deep inside training."""
+    import baselines  # noqa: F401  (registers slda)
+
+    with pytest.raises(ValueError, match=message):
+        create_strategy(name, _net(), evaluator=quiet_evaluator(), **options)
+
+
+def test_the_projection_bound_is_the_command_line_s():
+    from avalanche_tmc.cli.argtypes import MAX_PROJECTION_DIM
+    from avalanche_tmc.models.training_free import MAX_PROJECTION_DIM as MODEL_BOUND
+
+    assert MODEL_BOUND == MAX_PROJECTION_DIM
+    strategy = create_strategy("ranpac", _net(), projection_dim=MAX_PROJECTION_DIM, num_classes=3,
+                               evaluator=quiet_evaluator())
+    assert (strategy.model.projection_dim, strategy.model.num_classes) == (MAX_PROJECTION_DIM, 3)
