@@ -183,14 +183,18 @@ class _LockedAppend:
 
 
 def _open_appending(folder: str, name: str, header: str) -> IO[str]:
-    """``folder/name`` opened for appending: the header written to a new or empty file;
-    an existing file must begin with it (``ValueError`` otherwise); a row cut by a crash
-    (no final newline) is dropped. All of it under the file's lock, which every row
+    """``folder/name`` opened for appending: the header written to a new or empty file (or
+    to one holding only the header, whole or cut, without its line end); an existing file
+    must begin with it (``ValueError`` otherwise); a row cut by a crash (no final newline)
+    is dropped. All of it under the file's lock, which every row
     appended takes too (:class:`_LockedAppend`): a row being written is never cut."""
     path = os.path.join(folder, name)
     with open(path, "a+b") as f, _locked(f.fileno()):
         f.seek(0)
         data = f.read()
+        if b"\n" not in data and header.encode("utf-8").startswith(data.rstrip(b"\r")):
+            f.truncate(0)  # the header alone, whole or cut, without its line end: written again, whole
+            data = b""
         if data:
             first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", "replace")
             if first != header:

@@ -193,3 +193,21 @@ def test_a_row_cut_by_a_writer_that_crashed_meanwhile_is_dropped_before_the_next
     logger.print_eval_metrics(1, 0, 0.25, 2.0, 0)
     logger.close()
     assert _rows(path)[1:] == [["1", "0", "0.2500", "2.0000", "0"]]
+
+
+@pytest.mark.parametrize("kept", ["whole", "cut"])
+def test_a_header_without_its_line_end_is_kept_and_every_later_row_gets_one(tmp_path, kept):
+    """Issue 52, item 11: a header line lacking its final newline (a crash between the header
+    and its line end, or mid-header) was dropped as a cut row, and every later row written
+    without a header."""
+    AppendingCSVLogger(str(tmp_path)).close()
+    path = tmp_path / "eval_results.csv"
+    header = path.read_text().rstrip("\n")
+    path.write_text(header if kept == "whole" else header[:5])
+    for step in (0, 1):
+        logger = AppendingCSVLogger(str(tmp_path))
+        logger.print_eval_metrics(step, 0, 0.5, 1.25, 0)
+        logger.close()
+    assert path.read_text().splitlines()[0] == header
+    assert _rows(path)[1:] == [["0", "0", "0.5000", "1.2500", "0"], ["1", "0", "0.5000", "1.2500", "0"]]
+    assert path.read_text().endswith("\n")
