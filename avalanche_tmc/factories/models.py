@@ -151,8 +151,9 @@ def _digits_cache_file(seed: int, epochs: int, split_seed: int) -> Path:
 
 
 def _read_cached_state(path: Path, like: Dict[str, Tensor]) -> Optional[Dict[str, Tensor]]:
-    """The state in ``path`` if it has exactly ``like``'s names, shapes and dtypes (else None:
-    missing, unreadable or another network's, and pre-trained again)."""
+    """The state in ``path`` if it has exactly ``like``'s names, shapes and dtypes and finite
+    values (else None: missing, unreadable, another network's or holding NaN or infinities,
+    and pre-trained again: a NaN cache was trained on and reported as a divergence)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -161,7 +162,8 @@ def _read_cached_state(path: Path, like: Dict[str, Tensor]) -> Optional[Dict[str
     except (OSError, SafetensorError, ValueError):
         return None
     same = state.keys() == like.keys() and all(
-        state[k].shape == v.shape and state[k].dtype == v.dtype for k, v in like.items())
+        state[k].shape == v.shape and state[k].dtype == v.dtype and bool(torch.isfinite(state[k]).all())
+        for k, v in like.items())
     return state if same else None
 
 

@@ -6,11 +6,11 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
 
-__all__ = ["CACHE_VERSION", "cache_dir", "default_data_root", "digest", "cached_tensors"]
+__all__ = ["CACHE_VERSION", "cache_dir", "default_data_root", "digest", "cached_tensors", "holds_images"]
 
 CACHE_VERSION = "1"
 
@@ -34,11 +34,32 @@ def digest(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def cached_tensors(key: str, build: Callable[[], Dict[str, Any]], cache: bool = True) -> Dict[str, Any]:
+def holds_images(value: Any, image_size: int, keys: Sequence[str]) -> bool:
+    """Whether ``value`` is a dict of exactly ``keys`` whose ``*images`` entries are ``uint8``
+    tensors of ``image_size`` pixels a side, and whose ``*targets`` are 1-D tensors as long as
+    their images (a cache file of another size or shape is not)."""
+    if not isinstance(value, dict) or set(value) != set(keys):
+        return False
+    for name, images in value.items():
+        if name.endswith("images"):
+            if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim < 3 \
+                    or tuple(images.shape[-2:]) != (image_size, image_size):
+                return False
+            targets = value.get(name[:-len("images")] + "targets")
+            if targets is not None and (not isinstance(targets, torch.Tensor) or targets.shape != images.shape[:1]):
+                return False
+    return True
+
+
+def cached_tensors(key: str, build: Callable[[], Dict[str, Any]], cache: bool = True, *,
+                   image_size: Optional[int] = None, keys: Sequence[str] = ()) -> Dict[str, Any]:
     """Return ``build()``, memoised in memory and in ``<cache>/tensors/<key>.pt``.
 
     ``build`` must return a dict of tensors / lists of strings (loadable with
-    ``weights_only=True``). With ``cache=False`` neither cache is read nor written.
+    ``weights_only=True``). With ``cache=False`` neither cache is read nor written. A file
+    that cannot be read, or (``image_size`` given) does not hold ``keys`` with images of that
+    size (:func:`holds_images`: a file of another size copied over this one's), is stale:
+    rebuilt and replaced, never used.
     """
     if not cache:
         return build()
@@ -51,6 +72,8 @@ def cached_tensors(key: str, build: Callable[[], Dict[str, Any]], cache: bool = 
             value = torch.load(path, map_location="cpu", weights_only=True)
         except Exception:  # a truncated or stale file: rebuild it
             value = None
+        if value is not None and image_size is not None and not holds_images(value, image_size, keys):
+            value = None  # another size or shape: stale
     if value is None:
         value = build()
         path.parent.mkdir(parents=True, exist_ok=True)

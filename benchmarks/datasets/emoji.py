@@ -269,7 +269,7 @@ def load_emoji_styles(
         return {"images": render_emoji(sets, names, image_size, workers), "names": list(names)}
 
     key = f"emoji-{image_size}px-{digest(CACHE_VERSION, styles, [s.version for s in sets], names)}"
-    rendered = cached_tensors(key, build, cache)["images"]
+    rendered = cached_tensors(key, build, cache, image_size=image_size, keys=("images", "names"))["images"]
 
     label_names = _select_emoji_categories(cats, categories)
     chosen = np.array([i for i, c in enumerate(cats) if c in label_names], dtype=np.int64)

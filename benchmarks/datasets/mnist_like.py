@@ -229,7 +229,8 @@ def _tensor_pair(
         }
 
     key = f"{name}-{image_size}px-{digest(CACHE_VERSION, fingerprint)}"
-    data = cached_tensors(key, build, cache)
+    data = cached_tensors(key, build, cache, image_size=image_size,
+                          keys=("train_images", "train_targets", "test_images", "test_targets", "classes"))
     train = ImageTensorDataset(data["train_images"], data["train_targets"], data["classes"], normalization)
     test = ImageTensorDataset(data["test_images"], data["test_targets"], data["classes"], normalization)
     return subsample(train, train_per_class, seed), subsample(test, test_per_class, seed)

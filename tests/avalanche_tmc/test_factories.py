@@ -330,3 +330,22 @@ def test_digits_splits_ten_classes_into_uneven_experiences():
     assert [len(c) for c in classes] == [4, 3, 3] and sorted(sum(classes, [])) == list(range(10))
     with pytest.raises(ValueError, match="1 to 10"):
         digits(n_experiences=11)
+
+
+def test_a_cached_network_holding_nan_is_pretrained_again_not_trained_on(digits_cache):
+    """Issue 52, item 11: a NaN cache of the right names and shapes was used, and the
+    training on it reported as diverged without naming the cache."""
+    from safetensors.torch import save_file
+
+    from avalanche_tmc.factories import models
+
+    expected = models._pretrain_digits(0, 2, 0)
+    path = models._digits_cache_file(0, 2, 0)
+    path.parent.mkdir(parents=True)
+    poisoned = {k: (torch.full_like(v, float("nan")) if v.is_floating_point() else v) for k, v in expected.items()}
+    save_file({k: v.contiguous() for k, v in poisoned.items()}, str(path))
+    assert models._read_cached_state(path, expected) is None  # damaged: not read
+    models._pretrained_digits_state.cache_clear()
+    state = digits_cnn(epochs=2, num_classes=None).state_dict()
+    assert all(torch.equal(state[k], expected[k]) for k in expected)
+    assert models._read_cached_state(path, expected) is not None  # replaced by the right weights
