@@ -32,12 +32,13 @@ from benchmarks import report
 from benchmarks.datasets.loading import decode_once
 from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
+from benchmarks.networks.threads import available_cores
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
 from benchmarks.runner import terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.runner.epoch_log import groups_progress
-from benchmarks.runner.forked_jobs import available_cores, run_tasks
+from benchmarks.runner.forked_jobs import run_tasks
 from benchmarks.runner.groups import (
     final_accuracies,
     head_parameter_counts,

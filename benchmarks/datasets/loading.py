@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from benchmarks.datasets.base import ImageFileDataset, ImageTensorDataset
 from benchmarks.datasets.cache import cache_dir, digest
-from benchmarks.runner.forked_jobs import available_cores
+from benchmarks.networks.threads import available_cores
 
 __all__ = [
     "MAX_WORKERS", "is_in_memory", "default_workers", "dataloader_kwargs", "DecodedImages",
@@ -59,7 +59,7 @@ def is_in_memory(dataset: Any) -> bool:
 def default_workers(dataset: Any = None, cores: Optional[int] = None, cap: int = MAX_WORKERS) -> int:
     """DataLoader workers for ``dataset``: 0 for in-memory tensors (:func:`is_in_memory`),
     else one per core but one (the main process trains), at most ``cap``; 0 on one core.
-    ``cores``: None for :func:`benchmarks.runner.forked_jobs.available_cores` (the affinity mask)."""
+    ``cores``: None for :func:`benchmarks.networks.threads.available_cores` (the affinity mask)."""
     if dataset is not None and is_in_memory(dataset):
         return 0
     cores = available_cores() if cores is None else cores

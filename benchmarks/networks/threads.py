@@ -1,4 +1,4 @@
-"""The one intra-op thread count a run's arithmetic is done with.
+"""The one intra-op thread count a run's arithmetic is done with, and the cores a run may use.
 
 PyTorch's CPU kernels split their work by the number of threads, and a reduction split
 another way rounds another way: the frozen trunk's features of the main job differ in the
@@ -9,16 +9,25 @@ that the row is the same whether the runner trains it in its own process, in a f
 or after another method (docs/results.md, "What is reproducible").
 """
 
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
 import torch
 
-__all__ = ["ARITHMETIC_THREADS", "fixed_threads"]
+__all__ = ["ARITHMETIC_THREADS", "available_cores", "fixed_threads"]
 
 ARITHMETIC_THREADS = 1
 """Threads of the runner's arithmetic by default: one, the layout every row is reproducible
 in; on the offline benchmarks' small kernels a second thread does not pay (processes do)."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may use (its affinity mask; all of them off Linux)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @contextmanager

@@ -247,8 +247,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         for folder in args.folders:
             reason = unsafe_cell(folder.name)
             if reason:
-                raise ReportFileError(f"{str(folder)!r}: the folder's name is the map's input and holds {reason}, which "
-                                      "would break the page the map is generated into: rename the folder.")
+                raise ReportFileError(f"{str(folder)!r}: the folder's name is the map's input and holds {reason}, "
+                                      "which would break the page the map is generated into: rename the folder.")
         if args.csv is not None:
             check_not_an_input(args.csv, {f / "results.csv": f"the results file of {f}" for f in args.folders},
                                "--csv")

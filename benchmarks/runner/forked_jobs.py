@@ -18,7 +18,6 @@ shown here, once per run (:func:`benchmarks.show_once`), not once per worker.
 """
 
 import multiprocessing
-import os
 import pickle
 import signal
 import warnings
@@ -29,22 +28,14 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 import torch
 
 from benchmarks import NOTICES
-from benchmarks.networks.threads import ARITHMETIC_THREADS, fixed_threads
+from benchmarks.networks.threads import ARITHMETIC_THREADS, available_cores, fixed_threads
 
-__all__ = ["available_cores", "default_jobs", "threads_per_job", "run_tasks"]
+__all__ = ["default_jobs", "threads_per_job", "run_tasks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 _WORK: dict = {}  # the function and tasks of the pool being run (inherited by forked workers)
-
-
-def available_cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def default_jobs(device: str) -> int:

@@ -56,7 +56,7 @@ from benchmarks.datasets.base import ImageFileDataset
 from benchmarks.datasets.folders import load_caltech256
 from benchmarks.datasets.loading import decode_once
 from benchmarks.datasets.synthetic import make_image_folder
-from benchmarks.runner.forked_jobs import available_cores
+from benchmarks.networks.threads import available_cores
 
 __all__ = ["GPU_REFERENCE", "cpu_ms_per_image", "loading_rates", "step_times", "workers_needed", "main"]
 
