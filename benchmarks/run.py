@@ -1,21 +1,13 @@
 """Run the TMC comparison: ``python -m benchmarks.run --preset offline`` (the main job) or
 ``python -m benchmarks.run --dataset caltech256 --data-root ~/data --scenario class --tasks 10 ...``.
 
-For each run: load the dataset and an ImageNet backbone, optionally freeze its trunk and
-cache the trunk's features (:mod:`benchmarks.runner.prepare`), build the Avalanche benchmark
-(class-, task- or data-incremental), and for every seed train every requested method
-group once, evaluating each table row after every experience with Avalanche's
-``EvaluationPlugin`` and loggers. The (seed, group) pieces are independent and run in
-``--jobs`` processes (:mod:`benchmarks.runner.forked_jobs`). Writes ``results.csv`` (one row per seed),
-``results.md`` (mean ± std over seeds in the paper's layout, and the verdict of each of the
-paper's claims from paired per-seed differences, :mod:`benchmarks.results.claims`) and the plots
-(PNG, PDF or SVG: ``--plot-format``).
-
-The pieces: :mod:`benchmarks.runner.arguments` (the command line), :mod:`benchmarks.runner.groups`
-(training and evaluating one method group, progress files), :mod:`benchmarks.tuning.run`
-(tuning a run); this module checks a run before any data is prepared (:func:`preflight`),
-runs it (:func:`run_one`) and writes the report (:func:`main`); their names are also
-importable from here.
+For each run: load the dataset and an ImageNet backbone, optionally freeze and cache its trunk
+(:mod:`benchmarks.runner.prepare`), build the Avalanche benchmark, and for every seed train every
+method group once, evaluating each row after every experience with Avalanche's ``EvaluationPlugin``;
+the (seed, group) pieces run in ``--jobs`` processes (:mod:`benchmarks.runner.forked_jobs`). Writes
+``results.csv``, ``results.md`` (the paper's layout and the verdicts, :mod:`benchmarks.results.claims`)
+and the plots (``--plot-format``). :func:`preflight` checks a run before any data, :func:`run_one`
+runs it, :func:`main` writes the report; :mod:`benchmarks.tuning.run` tunes.
 """
 
 import os
@@ -24,6 +16,11 @@ import sys
 import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):  # the help, before torch and Avalanche load
+    from benchmarks.runner.arguments import build_parser
+
+    build_parser().parse_args()
 
 import torch
 
@@ -34,7 +31,7 @@ from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.networks.threads import available_cores
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
-from benchmarks.runner import terminal
+from benchmarks.runner import notices, terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.runner.epoch_log import groups_progress
@@ -395,4 +392,5 @@ def _main(argv: Optional[Sequence[str]], out: List[str]) -> List[Dict[str, Any]]
 
 
 if __name__ == "__main__":
+    notices.install()
     sys.exit(terminal.interruptible(main))

@@ -14,7 +14,7 @@ runs with the same intra-op thread count in this process as in a forked one
 A Ctrl-C stops the run at once: the workers ignore SIGINT (a terminal sends it to every
 process of the run) and this process, interrupted, terminates them instead of waiting for
 the groups they train. A worker's deprecation notices come back with its result and are
-shown here, once per run (:func:`benchmarks.show_once`), not once per worker.
+shown here, once per run (:func:`benchmarks.runner.notices.show_once`), not once per worker.
 """
 
 import multiprocessing
@@ -27,8 +27,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import torch
 
-from benchmarks import NOTICES
 from benchmarks.networks.threads import ARITHMETIC_THREADS, available_cores, fixed_threads
+from benchmarks.runner.notices import NOTICES
 
 __all__ = ["default_jobs", "threads_per_job", "run_tasks"]
 

@@ -78,7 +78,8 @@ def test_the_interrupt_line_says_what_was_kept_and_the_command_that_resumes(tmp_
 
 _NOTICES = textwrap.dedent("""
     import sys
-    import benchmarks  # the runner's warning handling
+    from benchmarks.runner import notices
+    notices.install()  # what python -m benchmarks.run installs
     from avalanche._annotations import deprecated
     from benchmarks.runner.forked_jobs import run_tasks
 
@@ -102,6 +103,18 @@ def test_a_third_party_deprecation_notice_is_shown_once_per_run(jobs):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[1, 2, 3, 4]"
     assert done.stderr.count("Call to deprecated function update") == 1, done.stderr
+
+
+def test_importing_the_runner_changes_no_warning_handling():
+    """The policy is the command's (issue 49): importing the package and the runner's modules
+    leaves ``warnings.showwarning`` as it was and adds no filter of Avalanche's notices (torch,
+    numpy and the library's qpsolvers filter come with their own imports)."""
+    code = ("import warnings\nbefore = (warnings.showwarning, list(warnings.filters))\n"
+            "import benchmarks, benchmarks.runner.forked_jobs, benchmarks.runner.terminal\n"
+            "assert warnings.showwarning is before[0], warnings.showwarning\n"
+            "assert not [f for f in warnings.filters if getattr(f[3], 'pattern', f[3]) == 'avalanche']\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.integration
