@@ -7,7 +7,7 @@ method group once, evaluating each row after every experience with Avalanche's `
 the (seed, group) pieces run in ``--jobs`` processes (:mod:`benchmarks.runner.forked_jobs`). Writes
 ``results.csv``, ``results.md`` (the paper's layout and the verdicts, :mod:`benchmarks.results.claims`)
 and the plots (``--plot-format``). :func:`preflight` checks a run before any data, :func:`run_one`
-runs it, :func:`main` writes the report; :mod:`benchmarks.tuning.run` tunes.
+runs it, :func:`main` writes the report; :mod:`benchmarks.runner.tuning` tunes.
 """
 
 import os
@@ -48,8 +48,8 @@ from benchmarks.runner.groups import (
 from benchmarks.runner.prepare import first_experience_batches, load_run_dataset, num_classes, prepare
 from benchmarks.runner.refusals import Refusal, is_refusal
 from benchmarks.runner.terminal import piece_label, schedule_text, tuned_text
+from benchmarks.runner.tuning import tune_config
 from benchmarks.tuning.grid import Trial, TuningGrid, edges
-from benchmarks.tuning.run import tune_config
 
 __all__ = ["RUN_KEYS", "parse_args", "resolve", "resolve_runs", "make_evaluator", "prepare", "head_parameter_counts",
            "run_group", "final_accuracies", "tune_config", "regime_label", "run_one", "main",

@@ -23,7 +23,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -278,6 +278,52 @@ def test_the_results_check_finds_one():
     assert found == ["benchmarks.results.example:2 imports avalanche",
                      "benchmarks.results.example:3 imports benchmarks.runner",
                      "benchmarks.results.example:3 imports benchmarks.runner.config"]
+
+
+# The layers inside benchmarks/, lowest first: a module may import its own layer and those
+# below it (imports inside functions too), never one above (docs/layout.md).
+LAYERS: Dict[str, int] = {
+    "benchmarks.datasets": 0, "benchmarks.networks": 0,
+    "benchmarks.protocol": 1,
+    "benchmarks.methods": 2,
+    "benchmarks.tuning": 3,
+    "benchmarks.results": 3,
+    "benchmarks.runner": 4,
+    "benchmarks.run": 6, "benchmarks.report": 6,
+    "benchmarks.tools": 7,
+}
+
+
+def _layer(module: str) -> Optional[int]:
+    """The layer of a module of benchmarks/ (its longest prefix in :data:`LAYERS`), or None."""
+    while module:
+        if module in LAYERS:
+            return LAYERS[module]
+        module = module.rpartition(".")[0]
+    return None
+
+
+def _upward_imports(modules) -> List[str]:
+    return sorted(f"{module}:{line} imports {target}" for module, (path, tree) in modules.items()
+                  for target, line in _imports(module, path, tree, runtime=True)
+                  if _layer(module) is not None and _layer(target) is not None and _layer(target) > _layer(module))
+
+
+def test_the_layers_inside_benchmarks_point_one_way():
+    offending = _upward_imports(RUNNER)
+    assert not offending, "\n".join(offending) + "\n(lowest first: " + ", ".join(LAYERS) + ")"
+
+
+@pytest.mark.parametrize("module, source", [
+    ("benchmarks.datasets.loading", "from benchmarks.runner.forked_jobs import run_tasks\n"),
+    ("benchmarks.tuning.grid", "def trial():\n    from benchmarks.runner.groups import run_group\n"),
+    ("benchmarks.results.tables", "from benchmarks.tools import gpu_hours\n"),
+    ("benchmarks.methods.build", "import benchmarks.run\n"),
+])
+def test_the_layer_check_finds_a_planted_arrow(module, source):
+    path = BENCHMARKS / (module.split(".", 1)[1].replace(".", "/") + ".py")
+    assert len(_upward_imports({module: (path, ast.parse(source))})) >= 1
+    assert not _upward_imports({"benchmarks.tools.x": (BENCHMARKS / "tools" / "x.py", ast.parse(source))})
 
 
 def _registry_imports(modules) -> List[str]:

@@ -31,17 +31,12 @@ class Refusal(SystemExit):
 def _refused_kinds() -> tuple:
     """The loaders' errors for inputs that are missing here (not bugs)."""
     from avalanche_tmc.factories import DatasetNotFoundError, WeightsNotFoundError  # the runner raises these too
+    from benchmarks.datasets.base import CorruptImageError, TooFewImagesError
     from benchmarks.datasets.packages import MissingPackageError
     from benchmarks.tuning.grid import TuningEdgeError  # a tuning choice left on its grid's edge: widen the grid
 
-    kinds = [DatasetNotFoundError, WeightsNotFoundError, MissingPackageError, TuningEdgeError]
-    try:
-        from benchmarks.datasets.base import CorruptImageError, TooFewImagesError
-    except ImportError:  # (older loaders)
-        pass
-    else:
-        kinds += [TooFewImagesError, CorruptImageError]
-    return tuple(kinds)
+    return (DatasetNotFoundError, WeightsNotFoundError, MissingPackageError, TuningEdgeError, TooFewImagesError,
+            CorruptImageError)
 
 
 def _os_error_message(error: OSError) -> str:

@@ -1,2 +1,3 @@
-"""Choosing learning rates and epochs on a validation split: the grid and its edges
-(:mod:`.grid`) and the tuning run over the runner (:mod:`.run`)."""
+"""Choosing learning rates and epochs on a validation split: the grid, its edges and the
+search (:mod:`.grid`), below the runner; the tuning run, which trains the trials with the
+runner, is the runner's (:mod:`benchmarks.runner.tuning`)."""

