@@ -24,7 +24,7 @@ from avalanche_tmc import RandomReLUFeatures, TangentModel, head_statistics, rid
 from avalanche_tmc.composition.statistics import StatisticsComposition
 from avalanche_tmc.models.training_free import penultimate
 from benchmarks.methods import method_groups
-from benchmarks.methods.build import build_strategy
+from benchmarks.methods.strategy import build_strategy
 from benchmarks.protocol.scenarios import make_scenario
 from benchmarks.runner.config import Options, RunConfig, train_config
 from benchmarks.runner.prepare import prepare

@@ -318,7 +318,7 @@ def test_the_layers_inside_benchmarks_point_one_way():
     ("benchmarks.datasets.loading", "from benchmarks.runner.forked_jobs import run_tasks\n"),
     ("benchmarks.tuning.grid", "def trial():\n    from benchmarks.runner.groups import run_group\n"),
     ("benchmarks.results.tables", "from benchmarks.tools import gpu_hours\n"),
-    ("benchmarks.methods.build", "import benchmarks.run\n"),
+    ("benchmarks.methods.strategy", "import benchmarks.run\n"),
 ])
 def test_the_layer_check_finds_a_planted_arrow(module, source):
     path = BENCHMARKS / (module.split(".", 1)[1].replace(".", "/") + ".py")

@@ -2,7 +2,7 @@
 registry (:mod:`.registry`: rows, groups, tuning units), the registered groups
 (:mod:`.catalogue`, imported here so that every row is registered once this package is),
 what their strategies share (:mod:`.builders`) and how the runner builds one
-(:mod:`.build`). Importing this package imports neither Avalanche nor ``baselines``."""
+(:mod:`.strategy`). Importing this package imports neither Avalanche nor ``baselines``."""
 
 from benchmarks.methods import catalogue  # noqa: F401  (registers every group)
 from benchmarks.methods.catalogue import group_named, groups_for

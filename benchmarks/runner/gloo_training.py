@@ -45,7 +45,7 @@ from avalanche_tmc.distributed import (
 from avalanche_tmc.files import save_component, strategy_components
 from avalanche_tmc.training.protocols import ComposableLearner
 from benchmarks.methods import MethodGroup, TrainConfig, group_named
-from benchmarks.methods.build import build_strategy
+from benchmarks.methods.strategy import build_strategy
 
 __all__ = ["parallelisable", "make_trainer", "ParallelTrainer"]
 

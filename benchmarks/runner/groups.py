@@ -22,7 +22,7 @@ from avalanche_tmc import experience_seed, find_head, loss_metrics
 from avalanche_tmc.files.filesystem import atomic_path
 from avalanche_tmc.loggers import make_loggers
 from benchmarks.methods import MethodGroup, TrainConfig
-from benchmarks.methods.build import build_strategy, component_forwards, component_row, select_row
+from benchmarks.methods.strategy import build_strategy, component_forwards, component_row, select_row
 from benchmarks.protocol.task_il import EvalOutputs, Outputs, masked_accuracies, task_masked
 from benchmarks.runner.epoch_log import EpochProgressPlugin
 from benchmarks.runner.folder_files import check_rows, read_json

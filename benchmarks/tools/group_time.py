@@ -13,7 +13,7 @@ import torch
 
 from avalanche_tmc.distributed import train_parallel
 from benchmarks.methods import MethodGroup, TrainConfig, method_groups
-from benchmarks.methods.build import build_strategy
+from benchmarks.methods.strategy import build_strategy
 from benchmarks.protocol.scenarios import make_scenario
 from benchmarks.runner.config import Options, RunConfig, train_config
 from benchmarks.runner.gloo_training import ParallelTrainer

@@ -14,8 +14,8 @@ from torchvision.models import resnet18, resnet50
 from avalanche_tmc import TangentModel
 from benchmarks import methods
 from benchmarks.methods import TrainConfig, groups_for
-from benchmarks.methods.build import build_strategy
 from benchmarks.methods.builders import linearize_start
+from benchmarks.methods.strategy import build_strategy
 from benchmarks.networks import backbones
 from benchmarks.protocol.scenarios import authors_shards, class_order, make_scenario
 from benchmarks.runner.config import RunConfig

@@ -10,7 +10,7 @@ import torch
 
 from avalanche_tmc.distributed import ParallelTrainingError, train_parallel
 from benchmarks.methods import TrainConfig, method_groups
-from benchmarks.methods.build import build_strategy
+from benchmarks.methods.strategy import build_strategy
 from benchmarks.runner.gloo_training import ParallelTrainer, make_trainer, parallelisable
 from tests.helpers import TinyResNet, digits_benchmark, digits_splits, randomize_batchnorm
 

@@ -22,7 +22,7 @@ from benchmarks.methods import (
     register_method,
     registry,
 )
-from benchmarks.methods.build import build_strategy, component_forwards, component_row, select_row
+from benchmarks.methods.strategy import build_strategy, component_forwards, component_row, select_row
 from benchmarks.report import cost_class, method_info
 from tests.helpers import TinyResNet
 

@@ -149,7 +149,7 @@ def test_amp_init_scale_reaches_the_float16_plugin_and_is_refused_without_it(cap
     from avalanche_tmc import AutocastPlugin
     from benchmarks import run
     from benchmarks.methods import method_groups
-    from benchmarks.methods.build import build_strategy
+    from benchmarks.methods.strategy import build_strategy
     from benchmarks.runner.config import progress_key, train_config
     from benchmarks.runner.refusals import Refusal
     from tests.helpers import TinyResNet

@@ -60,7 +60,7 @@ def test_task_masked_evaluation_equals_a_hand_masked_argmax():
     """A strategy trained class-incrementally, evaluated under :func:`task_masked`, against
     the argmax of its logits restricted by hand to each sample's task classes."""
     from benchmarks.methods import group_named
-    from benchmarks.methods.build import build_strategy
+    from benchmarks.methods.strategy import build_strategy
     from benchmarks.runner.config import Options, RunConfig, train_config
     from benchmarks.runner.prepare import num_classes, prepare
 
