@@ -61,14 +61,12 @@ def check_not_an_input(out: str, inputs: Sequence[str]) -> None:
     """Refuse an ``--out`` that is one of the input files (the same file by another path, a
     symlink or a hard link included): with ``--overwrite`` it would replace an input, maybe
     the only copy of a component, by the result."""
+    from ..files.filesystem import same_file
+
     if not os.path.exists(out):
         return  # not an input: every input exists
     for path in inputs:
-        try:
-            same = os.path.samefile(out, path)
-        except OSError:
-            same = os.path.realpath(out) == os.path.realpath(path)
-        if same:
+        if same_file(out, path):
             raise UsageError(f"--out {shown(out)} is the input file {shown(path)}: writing the result there would "
                              "replace an input (perhaps the only copy of a component). Write it to another file.")
 

@@ -24,9 +24,19 @@ from typing import BinaryIO, Iterator, Optional, Tuple, Union
 
 from .component import ComponentExistsError, ComponentFileError, _refuse, _shown
 
-__all__ = ["write_atomically", "atomic_path", "check_writable", "read_regular_file"]
+__all__ = ["write_atomically", "atomic_path", "check_writable", "read_regular_file", "same_file"]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one file: by another path, a symlink or a hard link (the
+    real paths compared when one cannot be looked at). The check an output that must not
+    replace an input makes (the command line's ``compose`` and ``forget``, the offline tools)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_writable(directory: PathLike, *, create: bool = True) -> None:

@@ -27,14 +27,12 @@ def check_not_an_input(out: PathLike, inputs: Mapping[PathLike, str], flag: str 
     """Refuse (:class:`ReportFileError`) an output ``out`` that is one of ``inputs`` (path ->
     what it is, e.g. ``"the pilot's results file"``): the same file by another path, a
     symlink or a hard link included; writing there would replace the input."""
+    from avalanche_tmc.files.filesystem import same_file
+
     if not os.path.exists(out):
         return  # not an input: every input exists
     for path, what in inputs.items():
-        try:
-            same = os.path.samefile(out, path)
-        except OSError:
-            same = os.path.realpath(out) == os.path.realpath(path)
-        if same:
+        if same_file(out, path):
             raise ReportFileError(f"{flag} names {what} ({path}): writing there would replace an input; choose "
                                   "another path. Nothing was written.")
 
