@@ -27,7 +27,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS",
+    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS",
     "csv_kind", "kind_columns", "check_columns",
 ]
 
@@ -62,7 +62,11 @@ MAP_COLUMNS: Tuple[str, ...] = (  # the premise map (benchmarks.results.premise)
     "gap", "gap_low", "gap_high", "loss", "loss_low", "loss_high", "gain", "gain_low", "gain_high", "premise",
     "seconds_per_seed",
 )
-KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count")
+GPU_HOURS_COLUMNS: Tuple[str, ...] = (  # benchmarks.tools.gpu_hours
+    "preset", "train_images", "test_images", "work", "seeds", "hours_per_seed", "hours", "images_per_second",
+    "tangent_ratio")
+KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count",
+                          "gpu-hours")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -216,7 +220,8 @@ def check_columns(path: PathLike, kind: str) -> None:
 def kind_columns(kind: str) -> Tuple[str, ...]:
     """The columns every file of ``kind`` (:data:`KINDS`) has."""
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS, "spread": SPREAD_COLUMNS,
-            "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS}[kind]
+            "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS,
+            "gpu-hours": GPU_HOURS_COLUMNS}[kind]
 
 
 def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:

@@ -25,6 +25,7 @@ from benchmarks.results.files import (
     read_tuning_csv,
     run_label,
 )
+from benchmarks.results.gpu_hours import gpu_hours_table, read_gpu_hours
 from benchmarks.results.premise import map_table, premise_section, read_map_csv
 from benchmarks.results.reading import read_text, unsafe_cell
 from benchmarks.results.spread import read_spread_csv
@@ -207,7 +208,8 @@ def generated_block(path: PathLike) -> str:
     beside it lists missing runs),
     :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV,
     :func:`benchmarks.results.tables.spread_table` of a machine comparison or
-    :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs."""
+    :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs or
+    :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     check_columns(path, kind)
     if kind == "spread":
@@ -224,5 +226,7 @@ def generated_block(path: PathLike) -> str:
         from benchmarks.results.seed_count import read_seed_counts, seed_count_table  # (it imports the claims)
 
         return seed_count_table(read_seed_counts(Path(path)))
+    if kind == "gpu-hours":
+        return gpu_hours_table(read_gpu_hours(Path(path)))
     missing = missing_runs(Path(path).parent)
     return (incomplete_note(missing) + "\n" if missing else "") + readme_block(read_csv(path))

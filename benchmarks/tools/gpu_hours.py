@@ -1,34 +1,42 @@
 """What a paper preset costs on one GPU, estimated from throughput: ``python -m
-benchmarks.tools.gpu_hours --save docs/results/pipeline/gpu-hours.md``.
+benchmarks.tools.gpu_hours --out docs/results/pipeline/gpu-hours.csv``; docs/paper-benchmarks.md
+shows the table generated from that file (``python -m benchmarks.report
+docs/results/pipeline/gpu-hours.csv --readme docs/paper-benchmarks.md``).
 
 A preset's work is counted in training images (per experience, its images times its epochs;
 the paragons once over the whole stream) times a per-method cost in units of one plain
-training step's image, then divided by the GPU's plain-step throughput:
+training step's image, then divided by the GPU's plain-step throughput, per seed and over
+the preset's seeds (3 for every paper preset):
 
 * a plain step (Soup/Ens fine-tunes, EWC, joint) costs 1; LwF 1.35 (a forward of the old
   model); ER and DER 2 (a replayed batch as large as the new one, the runner's
   ``batch_size_mem`` 32);
-* a tangent step costs ``--tangent-ratio`` (measured: ``python -m benchmarks.tools.pipeline
-  --step`` gave 1.14x on this CPU for ResNet-50 at 224 px, 1.14-1.54x over runs; the
-  speed study's ResNets 1.48-1.54x), TMC-FC 0.35 (a plain forward, the head's tangent);
+* a tangent step costs ``--tangent-ratio``, TMC-FC 0.35 (a plain forward, the head's tangent);
 * evaluation (every row after every experience, on the whole test stream) costs 0.35 a
   test image per row and experience (a forward; TME and TMC-FC rows alike).
 
-The plain throughput is a published figure (``--gpu-images-per-second``, default NVIDIA's
-A100 80GB ResNet-50 mixed-precision training rate at batch 256); the paper's batch 32 runs
-below it, so the hours are a lower bound. Dataset sizes are those the loaders give on the
-published archives.
+The defaults are the GPU check's measurement on an NVIDIA H100 80GB (ResNet-50 at 224 px,
+batch 32, float32: a plain step 1103.4 images/s, a tangent step 2.21x a plain one;
+docs/results/gpu/nvidia-h100-80gb-hbm3.md). Data loading and the hours between steps are
+not counted, so the hours are a lower bound. Dataset sizes are those the loaders give on
+the published archives.
 """
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from benchmarks.methods import groups_for
+from benchmarks.results.files import GPU_HOURS_COLUMNS, write_rows_csv
+from benchmarks.results.gpu_hours import gpu_hours_table, read_gpu_hours
+from benchmarks.results.outputs import one_line, writing
 from benchmarks.runner.config import RunConfig
 from benchmarks.runner.presets import PRESETS
 
-__all__ = ["DATASET_SIZES", "PLAIN_COST", "PUBLISHED_A100", "Estimate", "estimate", "estimates", "markdown", "main"]
+__all__ = ["DATASET_SIZES", "PLAIN_COST", "PUBLISHED_A100", "MEASURED_H100", "MEASURED_RATIO", "Estimate",
+           "estimate", "estimates", "markdown", "csv_rows", "write_gpu_hours", "read_gpu_hours", "gpu_hours_table",
+           "main"]
 
 # (training images, test images) as the loaders split the published archives
 DATASET_SIZES = {
@@ -43,20 +51,24 @@ PLAIN_COST = {"independent": 1.0, "ewc": 1.0, "joint": 1.0, "naive": 1.0, "lwf":
               "tmc-fc": 0.35}
 TANGENT_GROUPS = ("tangent", "tme", "tmc-seq", "tmc-alt-beta", "joint-tangent")
 EVAL_COST = 0.35
-PUBLISHED_A100 = 2470.0
-PUBLISHED_SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5 README, training "
-                    "performance, 1x A100 80GB, mixed precision: 2470 images/s")
+PUBLISHED_A100 = 2470.0  # NVIDIA's published A100 80GB ResNet-50 rate (mixed precision, batch 256)
+MEASURED_H100 = 1103.4  # the GPU check's plain ResNet-50 step at 224 px, batch 32, float32
+MEASURED_RATIO = 2.21  # its tangent step over the plain one (the fast path)
+MEASURED_SOURCE = "the GPU check on an NVIDIA H100 80GB (docs/results/gpu/nvidia-h100-80gb-hbm3.md)"
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """The GPU time of one preset, per seed."""
+    """The GPU time of one preset: per seed (``hours``) and over its ``seeds``."""
 
     preset: str
     train_images: int
     test_images: int
-    image_passes: float  # in plain-step images
-    hours: float
+    image_passes: float  # in plain-step images, per seed
+    hours: float  # per seed
+    seeds: int = 1
+    images_per_second: float = MEASURED_H100
+    tangent_ratio: float = MEASURED_RATIO
 
 
 def estimate(preset: str, run: RunConfig, images_per_second: float, tangent_ratio: float) -> Estimate:
@@ -69,10 +81,11 @@ def estimate(preset: str, run: RunConfig, images_per_second: float, tangent_rati
         passes += train * epochs * cost
         evaluations = 1 if group.joint else run.tasks
         passes += test * evaluations * len(rows) * EVAL_COST
-    return Estimate(preset, train, test, passes, passes / images_per_second / 3600)
+    return Estimate(preset, train, test, passes, passes / images_per_second / 3600, len(run.seeds),
+                    images_per_second, tangent_ratio)
 
 
-def estimates(images_per_second: float = PUBLISHED_A100, tangent_ratio: float = 1.5,
+def estimates(images_per_second: float = MEASURED_H100, tangent_ratio: float = MEASURED_RATIO,
               presets: Optional[Sequence[str]] = None) -> List[Estimate]:
     """:func:`estimate` of every paper preset (those over the folder datasets)."""
     chosen = []
@@ -86,39 +99,39 @@ def estimates(images_per_second: float = PUBLISHED_A100, tangent_ratio: float = 
     return chosen
 
 
-def markdown(rows: Sequence[Estimate], images_per_second: float, tangent_ratio: float) -> str:
-    """The estimates as a markdown table with its assumptions."""
-    lines = [f"GPU-hours per seed at {images_per_second:g} plain training images/s and a tangent step "
-             f"{tangent_ratio:g}x a plain one (every row of the preset, training and evaluation; a lower bound: "
-             "batch 32 runs below the published batch-256 rate).", "",
-             "| preset | train / test images | work (plain-step images) | GPU-hours per seed |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| `{r.preset}` | {r.train_images:,} / {r.test_images:,} | {r.image_passes / 1e6:.1f} M | "
-              f"{r.hours:.1f} |" for r in rows]
-    total = sum(r.hours for r in rows)
-    lines += ["", f"All {len(rows)} presets: {total:.0f} GPU-hours per seed."]
-    return "\n".join(lines) + "\n"
+def csv_rows(rows: Sequence[Estimate]) -> List[Dict[str, str]]:
+    """The rows of a GPU-hours file (hours to 2 decimals, work in millions of images)."""
+    return [dict(preset=r.preset, train_images=str(r.train_images), test_images=str(r.test_images),
+                 work=f"{r.image_passes / 1e6:.2f}", seeds=str(r.seeds), hours_per_seed=f"{r.hours:.2f}",
+                 hours=f"{r.hours * r.seeds:.2f}", images_per_second=f"{r.images_per_second:g}",
+                 tangent_ratio=f"{r.tangent_ratio:g}") for r in rows]
+
+
+def write_gpu_hours(rows: Sequence[Estimate], path: Path) -> Path:
+    """Write :func:`csv_rows` of ``rows`` to ``path`` (kind ``gpu-hours``), atomically."""
+    return write_rows_csv(csv_rows(rows), path, GPU_HOURS_COLUMNS, kind="gpu-hours")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
-    """Print (and with ``--save``, write) the table; returns preset -> hours."""
+    """Print (and with ``--out``, write) the table; returns preset -> hours over its seeds."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.gpu_hours", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpu-images-per-second", type=float, default=PUBLISHED_A100,
-                   help=f"plain ResNet-50 training images/s of the GPU (default: {PUBLISHED_SOURCE})")
-    p.add_argument("--tangent-ratio", type=float, default=1.5,
-                   help="a tangent step's time over a plain one's (default 1.5: the upper end measured on CPU)")
-    p.add_argument("--save", default=None, help="also write the table to this markdown file")
+    p.add_argument("--gpu-images-per-second", type=float, default=MEASURED_H100,
+                   help=f"plain ResNet-50 training images/s of the GPU (default {MEASURED_H100:g}: {MEASURED_SOURCE}; "
+                        f"NVIDIA publishes {PUBLISHED_A100:g} for an A100 80GB at batch 256, mixed precision)")
+    p.add_argument("--tangent-ratio", type=float, default=MEASURED_RATIO,
+                   help=f"a tangent step's time over a plain one's (default {MEASURED_RATIO:g}: {MEASURED_SOURCE})")
+    p.add_argument("--out", type=Path, default=None, help="also write the estimates to this CSV (kind gpu-hours)")
     args = p.parse_args(argv)
+    if not (args.gpu_images_per_second > 0 and args.tangent_ratio > 0):
+        p.error("--gpu-images-per-second and --tangent-ratio must be above 0")
     rows = estimates(args.gpu_images_per_second, args.tangent_ratio)
-    text = markdown(rows, args.gpu_images_per_second, args.tangent_ratio)
-    if args.gpu_images_per_second == PUBLISHED_A100:
-        text += f"\nThroughput source: {PUBLISHED_SOURCE}.\n"
-    print(text, end="")
-    if args.save:
-        command = "python -m benchmarks.tools.gpu_hours" + (f" --save {args.save}" if args.save else "")
-        with open(args.save, "w", encoding="utf-8") as f:
-            f.write(f"<!-- written by: {command} -->\n{text}")
-    return {r.preset: r.hours for r in rows}
+    with one_line(p):
+        if args.out is not None:
+            with writing(args.out):
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                write_gpu_hours(rows, args.out)
+    print(gpu_hours_table(csv_rows(rows)))
+    return {r.preset: r.hours * r.seeds for r in rows}
 
 
 if __name__ == "__main__":
