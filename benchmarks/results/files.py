@@ -27,7 +27,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS",
+    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "regime_panels",
     "csv_kind", "kind_columns", "check_columns",
 ]
 
@@ -334,7 +334,7 @@ def read_written_csv(path: PathLike, kind: str, columns: Sequence[str], written_
     return rows
 
 
-def _regime_panels(rows: Sequence[Row]) -> Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]]:
+def regime_panels(rows: Sequence[Row]) -> Dict[Tuple[str, str, int], List[Tuple[RunKey, float]]]:
     """(dataset, scenario, tasks) -> its runs with their trained parameter counts, for
     those run in two or more regimes, fewest trained parameters first."""
     sizes: Dict[RunKey, float] = {}

@@ -30,13 +30,13 @@ from benchmarks.results.files import (
     PathLike,
     Row,
     RunKey,
-    _regime_panels,
     accuracy_index,
     accuracy_spread,
     final_accuracy,
     list_runs,
     method_info,
     order_methods,
+    regime_panels,
     run_key,
     run_label,
 )
@@ -244,7 +244,7 @@ def plot_regimes(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = (
     parameters, ticks named by regime), one line per method, one panel per dataset and
     scenario run in two or more regimes. Writes ``path`` in each of ``formats``; returns
     the first file's path, or None."""
-    panels = _regime_panels(rows)
+    panels = regime_panels(rows)
     if not panels:
         return None
     methods, styles = _method_styles(rows)

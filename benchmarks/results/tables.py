@@ -24,7 +24,6 @@ from benchmarks.results.files import (
     PathLike,
     Row,
     RunKey,
-    _regime_panels,
     accuracy_index,
     accuracy_spread,
     cost_class,
@@ -32,6 +31,7 @@ from benchmarks.results.files import (
     list_runs,
     method_info,
     order_methods,
+    regime_panels,
     run_key,
     run_label,
     seed_count,
@@ -183,7 +183,7 @@ def regime_tables(rows: Sequence[Row]) -> str:
     the library (a ``shipped`` row) against joint fine-tuning. Empty when no dataset has two regimes."""
     index = accuracy_index(rows)
     parts = []
-    for (dataset, scenario, tasks), runs in _regime_panels(rows).items():
+    for (dataset, scenario, tasks), runs in regime_panels(rows).items():
         methods = order_methods(str(r["method"]) for r in rows if run_key(r) in {run for run, _ in runs})
         lines = [f"{run_label((dataset, scenario, tasks, ''))}: final accuracy (%) by trained part", "",
                  _md_row(["Method", *(f"{run[3]} ({size / 1e6:.2g} M)" for run, size in runs)]),
