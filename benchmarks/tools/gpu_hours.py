@@ -35,7 +35,7 @@ from benchmarks.runner.config import RunConfig
 from benchmarks.runner.presets import PRESETS
 
 __all__ = ["DATASET_SIZES", "PLAIN_COST", "PUBLISHED_A100", "MEASURED_H100", "MEASURED_RATIO", "Estimate",
-           "estimate", "estimates", "markdown", "csv_rows", "write_gpu_hours", "read_gpu_hours", "gpu_hours_table",
+           "estimate", "estimates", "csv_rows", "write_gpu_hours", "read_gpu_hours", "gpu_hours_table",
            "main"]
 
 # (training images, test images) as the loaders split the published archives
