@@ -49,13 +49,15 @@ class DatasetEntry:
     ``requires`` (what to install, or where the data come from) are what
     ``python -m benchmarks.datasets`` prints about it; ``kind`` is one of
     :data:`DATASET_KINDS` (what every list of folder datasets reads); ``layout`` shows a
-    folder dataset's expected files."""
+    folder dataset's expected files; ``sizes``, a published folder dataset's (training, test)
+    images as its loader splits them (what the GPU-hours estimate counts)."""
 
     loader: Callable[..., Tuple[Dataset, Dataset]]
     description: str
     requires: str
     kind: str = "offline"
     layout: str = ""
+    sizes: Optional[Tuple[int, int]] = None
 
     def __post_init__(self) -> None:
         if self.kind not in DATASET_KINDS:
@@ -84,13 +86,16 @@ DATASETS: Dict[str, DatasetEntry] = {
         f"{CAIROSVG_INSTALL}; {emoji_install_command()}",
     ),
     "digits": DatasetEntry(load_digits, "scikit-learn 8x8 digits, 10 classes, 1,438/359", "scikit-learn"),
+    # sizes: 60 a class for training, 257.clutter left out; the official lists; half of each
+    # of the 37 classes; train / the labelled validation set
     "caltech256": DatasetEntry(load_caltech256, "Caltech-256 folders, 60 train/class", CALTECH256.url, "folder",
-                               CALTECH256.layout),
-    "mit67": DatasetEntry(load_mit67, "MIT Indoor-67, official lists", MIT67.url, "folder", MIT67.layout),
+                               CALTECH256.layout, (256 * 60, 29_780 - 256 * 60)),
+    "mit67": DatasetEntry(load_mit67, "MIT Indoor-67, official lists", MIT67.url, "folder", MIT67.layout,
+                          (5_360, 1_340)),
     "oxford_pets": DatasetEntry(load_oxford_pets, "Oxford-IIIT Pets, 37 classes, half/half", OXFORD_PETS.url,
-                                "folder", OXFORD_PETS.layout),
+                                "folder", OXFORD_PETS.layout, (3_680, 3_669)),
     "tinyimagenet": DatasetEntry(load_tinyimagenet, "Tiny-ImageNet-200, train / val", TINYIMAGENET.url, "folder",
-                                 TINYIMAGENET.layout),
+                                 TINYIMAGENET.layout, (100_000, 10_000)),
     "folder": DatasetEntry(load_folder, "your own images, one folder per class, named after the folder",
                            "--data-root DIR", "folder", FOLDER_LAYOUT.replace("<root>", "<data_root>")),
 }

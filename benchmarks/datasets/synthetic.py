@@ -33,9 +33,11 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
+from .registry import FOLDER_DATASETS
+
 __all__ = ["LAYOUTS", "synthetic_image", "make_image_folder", "main"]
 
-LAYOUTS = ("caltech256", "mit67", "oxford_pets", "tinyimagenet", "folder")
+LAYOUTS = FOLDER_DATASETS  # one generated layout per registered folder dataset
 
 
 def synthetic_image(rng: np.random.Generator, width: int, height: int, label: int = 0, classes: int = 1):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from benchmarks.datasets.registry import DATASETS
 from benchmarks.methods import groups_for
 from benchmarks.results.files import GPU_HOURS_COLUMNS, write_rows_csv
 from benchmarks.results.gpu_hours import gpu_hours_table, read_gpu_hours
@@ -38,13 +39,8 @@ __all__ = ["DATASET_SIZES", "PLAIN_COST", "PUBLISHED_A100", "MEASURED_H100", "ME
            "estimate", "estimates", "csv_rows", "write_gpu_hours", "read_gpu_hours", "gpu_hours_table",
            "main"]
 
-# (training images, test images) as the loaders split the published archives
-DATASET_SIZES = {
-    "caltech256": (256 * 60, 29_780 - 256 * 60),  # 60 per class (train_per_class), 257.clutter left out
-    "mit67": (5_360, 1_340),  # the official TrainImages / TestImages lists
-    "oxford_pets": (3_680, 3_669),  # half of each of the 37 classes (train_fraction 0.5)
-    "tinyimagenet": (100_000, 10_000),  # train / the labelled validation set
-}
+# (training images, test images) as the loaders split the published archives: the registry's
+DATASET_SIZES = {name: entry.sizes for name, entry in DATASETS.items() if entry.sizes is not None}
 # a method group's training cost per image, in plain training steps (the tangent ones are
 # multiplied by the tangent ratio)
 PLAIN_COST = {"independent": 1.0, "ewc": 1.0, "joint": 1.0, "naive": 1.0, "lwf": 1.35, "er": 2.0, "der": 2.0,

@@ -82,3 +82,18 @@ def test_checking_a_missing_folder_dataset_shows_its_layout_and_exits_1(tmp_path
     with pytest.raises(SystemExit) as info:
         datasets_main(["imagenet21k"])
     assert info.value.code == 2 and "unknown dataset(s) imagenet21k" in capsys.readouterr().err
+
+
+def test_every_folder_dataset_has_a_generated_layout_its_loader_reads(tmp_path):
+    """The registry is the one list (issue 49): the generated layouts are its folder datasets,
+    and the GPU-hours estimate counts the sizes its entries state."""
+    from benchmarks.datasets.synthetic import LAYOUTS
+    from benchmarks.tools.gpu_hours import DATASET_SIZES
+
+    assert LAYOUTS == registry.FOLDER_DATASETS
+    for name in LAYOUTS:
+        root = make_image_folder(tmp_path / name, name, classes=2, per_class=5, min_size=16, max_size=20)
+        options = {"train_per_class": 3} if name == "caltech256" else {}
+        train, test = registry.load_dataset(name, data_root=root, image_size=8, **options)
+        assert len(train) > 0 and len(test) > 0 and len(train) + len(test) <= 12, name
+    assert DATASET_SIZES == {n: registry.DATASETS[n].sizes for n in registry.FOLDER_DATASETS if n != "folder"}
