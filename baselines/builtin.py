@@ -20,12 +20,14 @@ strategy gets a :class:`~avalanche_tmc.TaskMaskPlugin`, so task-incremental
 evaluation restricts predictions to the task's classes for every baseline.
 ``JointTraining`` trains once on the whole stream: call ``strategy.train(train_stream)``.
 
+Each is one :func:`baseline` entry (its builder, description and hyper-parameters together).
 Importing :mod:`baselines` registers each of them, and Avalanche's ``StreamingLDA`` as
 ``slda``, in the library's strategy registry
 (``avalanche_tmc.create_strategy(name, network, **options)``), as the library registers its own.
 """
 
-from typing import Callable, List, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -41,18 +43,47 @@ from avalanche_tmc.training.losses import RescaledSquareLoss
 from avalanche_tmc.training.plugins.task_mask import TaskMaskPlugin
 from avalanche_tmc.training.registry import register_strategy
 
-__all__ = ["BUILTIN_METHODS", "DEFAULTS", "make_builtin_strategy"]
+__all__ = ["BUILTIN_METHODS", "DEFAULTS", "Baseline", "baseline", "make_builtin_strategy"]
 
-BUILTIN_METHODS = ("naive", "er", "lwf", "ewc", "der", "joint", "joint-tangent")
 
-# Method-specific hyper-parameters (override through make_builtin_strategy's **kwargs).
-DEFAULTS = {
-    "er": {"batch_size_mem": 32},
-    "lwf": {"lwf_alpha": 1.0, "temperature": 2.0},
-    "ewc": {"ewc_lambda": 1.0, "decay_factor": 0.9},
-    "der": {"batch_size_mem": 32, "der_alpha": 0.1, "der_beta": 0.5},
-    "joint-tangent": {"linearize": "all", "start_at": None},
-}
+@dataclass(frozen=True)
+class Baseline:
+    """An Avalanche strategy registered as a baseline: ``build(common, hp, plugins, mem_size=,
+    train_mb_size=)`` returns it from the template arguments every baseline shares
+    (``common``), its own hyper-parameters (``hp``: ``defaults`` with the caller's overrides)
+    and its plugins; ``tangent`` ones train a :class:`TangentModel` with RSL and Adam,
+    ``joint`` ones train once on the whole stream."""
+
+    name: str
+    build: Callable[..., SupervisedTemplate]
+    description: str
+    defaults: Dict[str, Any]
+    tangent: bool = False
+    joint: bool = False
+
+
+_BASELINES: Dict[str, Baseline] = {}
+
+
+def baseline(name: str, *, description: str, defaults: Optional[Dict[str, Any]] = None, tangent: bool = False,
+             joint: bool = False) -> Callable[[Callable[..., SupervisedTemplate]], Callable[..., SupervisedTemplate]]:
+    """Decorator: register ``build`` as the baseline ``name``, here (:func:`make_builtin_strategy`,
+    :data:`BUILTIN_METHODS`, :data:`DEFAULTS`) and in the library's strategy registry
+    (``create_strategy(name, network, **options)``): adding an Avalanche baseline is this one
+    entry (the benchmark tables add a row for it in ``benchmarks/methods/catalogue.py``)."""
+
+    def decorator(build: Callable[..., SupervisedTemplate]) -> Callable[..., SupervisedTemplate]:
+        if name in _BASELINES:
+            raise ValueError(f"A baseline named {name!r} is already registered; choose another name.")
+        _BASELINES[name] = Baseline(name, build, description, dict(defaults or {}), tangent, joint)
+
+        def create(network: nn.Module, **options: Any) -> SupervisedTemplate:
+            return make_builtin_strategy(name, model=network, **options)
+
+        register_strategy(name, family="tangent" if tangent else "non-linear", description=description)(create)
+        return build
+
+    return decorator
 
 
 class _JointTaskMaskPlugin(TaskMaskPlugin):
@@ -96,9 +127,10 @@ def make_builtin_strategy(
         ``start_at`` for joint-tangent), ``optimizer``/``criterion`` to replace the
         defaults, and any other Avalanche template argument (``eval_every``, ...).
     """
-    if name not in BUILTIN_METHODS:
-        raise ValueError(f"Unknown method {name!r}; valid names are {', '.join(BUILTIN_METHODS)}.")
-    hp = dict(DEFAULTS.get(name, {}))
+    if name not in _BASELINES:
+        raise ValueError(f"Unknown method {name!r}; valid names are {', '.join(_BASELINES)}.")
+    spec = _BASELINES[name]
+    hp = dict(spec.defaults)
     for key in list(hp):
         if key in kwargs:
             hp[key] = kwargs.pop(key)
@@ -106,9 +138,9 @@ def make_builtin_strategy(
     criterion = kwargs.pop("criterion", None)
 
     plugins = list(plugins or [])
-    plugins.append(_JointTaskMaskPlugin() if name.startswith("joint") else TaskMaskPlugin())
+    plugins.append(_JointTaskMaskPlugin() if spec.joint else TaskMaskPlugin())
 
-    if name == "joint-tangent":
+    if spec.tangent:
         if not isinstance(model, TangentModel):
             model = TangentModel(model, linearize=hp["linearize"], start_at=hp["start_at"])
         optimizer = optimizer or torch.optim.Adam(model.delta_parameters(), lr=lr)
@@ -128,43 +160,54 @@ def make_builtin_strategy(
         evaluator=evaluator,
         **kwargs,
     )
-    if name == "naive":
-        return Naive(plugins=plugins, **common)
-    if name == "er":
-        replay = ReplayPlugin(mem_size=mem_size, batch_size=train_mb_size, batch_size_mem=hp["batch_size_mem"])
-        return Naive(plugins=[replay, *plugins], **common)
-    if name == "lwf":
-        return LwF(alpha=hp["lwf_alpha"], temperature=hp["temperature"], plugins=plugins, **common)
-    if name == "ewc":
-        return EWC(ewc_lambda=hp["ewc_lambda"], mode="online", decay_factor=hp["decay_factor"],
-                   plugins=plugins, **common)
-    if name == "der":
-        return DER(mem_size=mem_size, batch_size_mem=hp["batch_size_mem"], alpha=hp["der_alpha"],
-                   beta=hp["der_beta"], plugins=plugins, **common)
-    return JointTraining(plugins=plugins, **common)  # joint, joint-tangent
+    return spec.build(common, hp, plugins, mem_size=mem_size, train_mb_size=train_mb_size)
 
 
-_DESCRIPTIONS = {
-    "naive": "Avalanche's Naive: sequential fine-tuning (the lower bound)",
-    "er": "Avalanche's Naive with a ReplayPlugin (experience replay)",
-    "lwf": "Avalanche's LwF (learning without forgetting)",
-    "ewc": "Avalanche's online EWC",
-    "der": "Avalanche's DER (DER++)",
-    "joint": "Avalanche's JointTraining of the network on all data (the paragon)",
-    "joint-tangent": "JointTraining of the tangent model with RSL and Adam (the tangent paragon)",
-}
+@baseline("naive", description="Avalanche's Naive: sequential fine-tuning (the lower bound)")
+def _naive(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], **_: Any):
+    return Naive(plugins=plugins, **common)
 
 
-def _registered(name: str):
-    def build(network: nn.Module, **options) -> SupervisedTemplate:
-        return make_builtin_strategy(name, model=network, **options)
+@baseline("er", description="Avalanche's Naive with a ReplayPlugin (experience replay)",
+          defaults={"batch_size_mem": 32})
+def _er(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], *, mem_size: int,
+        train_mb_size: int):
+    replay = ReplayPlugin(mem_size=mem_size, batch_size=train_mb_size, batch_size_mem=hp["batch_size_mem"])
+    return Naive(plugins=[replay, *plugins], **common)
 
-    return build
+
+@baseline("lwf", description="Avalanche's LwF (learning without forgetting)",
+          defaults={"lwf_alpha": 1.0, "temperature": 2.0})
+def _lwf(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], **_: Any):
+    return LwF(alpha=hp["lwf_alpha"], temperature=hp["temperature"], plugins=plugins, **common)
 
 
-for _name in BUILTIN_METHODS:
-    register_strategy(_name, family="tangent" if _name == "joint-tangent" else "non-linear",
-                      description=_DESCRIPTIONS[_name])(_registered(_name))
+@baseline("ewc", description="Avalanche's online EWC", defaults={"ewc_lambda": 1.0, "decay_factor": 0.9})
+def _ewc(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], **_: Any):
+    return EWC(ewc_lambda=hp["ewc_lambda"], mode="online", decay_factor=hp["decay_factor"], plugins=plugins,
+               **common)
+
+
+@baseline("der", description="Avalanche's DER (DER++)",
+          defaults={"batch_size_mem": 32, "der_alpha": 0.1, "der_beta": 0.5})
+def _der(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], *, mem_size: int,
+         **_: Any):
+    return DER(mem_size=mem_size, batch_size_mem=hp["batch_size_mem"], alpha=hp["der_alpha"], beta=hp["der_beta"],
+               plugins=plugins, **common)
+
+
+@baseline("joint", description="Avalanche's JointTraining of the network on all data (the paragon)", joint=True)
+def _joint(common: Dict[str, Any], hp: Dict[str, Any], plugins: List[SupervisedPlugin], **_: Any):
+    return JointTraining(plugins=plugins, **common)
+
+
+baseline("joint-tangent", description="JointTraining of the tangent model with RSL and Adam (the tangent paragon)",
+         defaults={"linearize": "all", "start_at": None}, tangent=True, joint=True)(_joint)
+
+BUILTIN_METHODS = tuple(_BASELINES)
+"""The registered baselines' names."""
+DEFAULTS = {name: spec.defaults for name, spec in _BASELINES.items() if spec.defaults}
+"""Each baseline's own hyper-parameters (override through :func:`make_builtin_strategy`'s ``**kwargs``)."""
 
 
 @register_strategy("slda", family="training-free", description="Avalanche's StreamingLDA on the penultimate features")

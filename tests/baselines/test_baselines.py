@@ -323,3 +323,29 @@ def test_composition_plugins_share_one_public_skeleton():
         assert all(h in vars(plugin) for h in hooks)
     with pytest.raises(NotImplementedError):
         CompositionPlugin().members()
+
+
+def test_one_decorator_adds_a_baseline_everywhere(monkeypatch):
+    """Issue 49: an Avalanche baseline is one ``@baseline`` entry; the library's registry, the
+    defaults and ``make_builtin_strategy`` read it."""
+    from avalanche.training.supervised import Naive
+
+    from avalanche_tmc.training import registry
+    from baselines import builtin
+
+    monkeypatch.setattr(builtin, "_BASELINES", dict(builtin._BASELINES))
+    monkeypatch.setattr(registry, "_STRATEGIES", dict(registry._STRATEGIES))
+
+    @builtin.baseline("naive-twice", description="Naive, two epochs", defaults={"epochs": 2})
+    def _twice(common, hp, plugins, **_):
+        return Naive(plugins=plugins, **dict(common, train_epochs=hp["epochs"]))
+
+    spec = registry.strategy_spec("naive-twice")
+    assert spec.family == "non-linear" and spec.description == "Naive, two epochs"
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    strategy = registry.create_strategy("naive-twice", net, epochs=5)
+    assert isinstance(strategy, Naive) and strategy.train_epochs == 5
+    assert any(isinstance(p, TaskMaskPlugin) for p in strategy.plugins)
+    assert builtin.make_builtin_strategy("naive-twice", model=net).train_epochs == 2
+    with pytest.raises(ValueError, match="already registered"):
+        builtin.baseline("naive-twice", description="again")(_twice)
