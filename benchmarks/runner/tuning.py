@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Dict, List, Sequence, Tuple
 
 from avalanche_tmc import DivergenceError
-from benchmarks.methods import TrainConfig, method_groups, representatives
+from benchmarks.methods import TrainConfig, group_named, method_groups, representatives
 from benchmarks.protocol.scenarios import make_scenario
 from benchmarks.runner.config import Options, RunConfig, progress_key
 from benchmarks.runner.forked_jobs import run_tasks
@@ -79,9 +79,10 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
 
 
 def _cost(trial: Tuple[str, float, int]) -> float:
-    """A rough relative cost of a tuning trial, to start the longest first."""
+    """A rough relative cost of a tuning trial, to start the longest first: its epochs times
+    the registered cost of the group its unit trains (:attr:`MethodGroup.cost`)."""
     unit, _, epochs = trial
-    return epochs * (2.0 if unit in ("der", "er") else 1.0)
+    return epochs * group_named(representatives()[unit]).cost
 
 
 def _in_order(trials: List[Tuple[str, float, int]], function, options: Options) -> List[Dict[str, float]]:
