@@ -55,7 +55,7 @@ from benchmarks.results.machine_moves import machine_margin, measured_moves
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
-           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT"]
+           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -178,7 +178,7 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
             + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
 
 
-def _judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
+def judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
     """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm,
     the family's size m, and :func:`withheld_reason`."""
     finals = final_by_seed(rows)
@@ -272,7 +272,7 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
     finals = final_by_seed(rows)
     runs = list(dict.fromkeys(run_key(r) for r in rows))
     label = run_label or (lambda run: f"{run[1]}-{run[0]}")
-    cells, m, reason = _judged_cells(rows)
+    cells, m, reason = judged_cells(rows)
     lines = []
     for claim in CLAIMS:
         shown = [_cell(cells.get((claim.text, run)), _rival_label(claim, finals, run)) for run in runs]

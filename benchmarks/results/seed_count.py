@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.results.claims import CLAIMS, MIN_SEEDS, SMALLEST_DIFFERENCE, _judged_cells
+from benchmarks.results.claims import CLAIMS, MIN_SEEDS, SMALLEST_DIFFERENCE, judged_cells
 from benchmarks.results.files import (
     SEED_COUNT_COLUMNS,
     ReportFileError,
@@ -75,7 +75,7 @@ def seed_count_rows(rows: Sequence[Row], cap: int, moves: Optional[Sequence[Mach
                     delta: float = SMALLEST_DIFFERENCE) -> List[Dict[str, object]]:
     """One row per claim the pilot ``rows`` judge in their Holm family: its pilot numbers and
     :func:`seeds_needed` (``moves``: the committed comparisons by default)."""
-    cells, family, reason = _judged_cells(rows)
+    cells, family, reason = judged_cells(rows)
     if reason:
         raise ValueError(f"The pilot gives no verdicts ({reason}): it cannot size a confirmatory run.")
     moves = measured_moves() if moves is None else moves

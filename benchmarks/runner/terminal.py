@@ -60,11 +60,11 @@ def decided_claims(rows: Sequence[Mapping[str, object]], report: str) -> str:
     the verdict table decides (holds, fails, equivalent; a repeated comparison once), one a
     line, headed by how many of the judged claims that is and where all of them are
     (``report``); empty when no claim compares the rows."""
-    from benchmarks.results.claims import CLAIMS, _judged_cells  # (the verdict table's own cells)
+    from benchmarks.results.claims import CLAIMS, judged_cells  # (the verdict table's own cells)
     from benchmarks.results.files import run_label
     from benchmarks.results.intervals import EQUIVALENT, FAILS, HOLDS
 
-    cells, _, reason = _judged_cells(rows)
+    cells, _, reason = judged_cells(rows)
     if not cells:
         return ""
     if reason:

