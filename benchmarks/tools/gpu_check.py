@@ -1,48 +1,66 @@
 """The GPU check in one command: ``python -m benchmarks.tools.gpu_check`` (``make gpu-check``).
 
 What it is for: every number the project has only measured on a CPU or on paper, measured
-on one GPU in about 8 minutes, and written to ``docs/results/gpu/<device>.md`` to commit:
+on one GPU in about 10 minutes of its time (docs/gpu.md: the plan, second by second), and
+written to ``docs/results/gpu/<device>.md`` to commit:
 
 1. **device-tests**: the device-sensitive tests (strategies, composition, statistics,
    component files, mixed precision) with ``pytest --device cuda``;
 2. **speed**: ``python -m benchmarks.tools.speed --device cuda`` (tangent/plain step ratios and
    memory, composed inference), ResNet-50 at the paper's 224 px and batch 32 among them;
-3. **paper-epoch** in fp32, bf16 and fp16: one epoch of the paper preset ``c-caltech256-5``
-   (the authors' recipe: ResNet-50, Resize 256 + RandomCrop 224 + flip, decay on δ,
-   linearized from layer1) on a generated Caltech-style folder, with 8 loader workers and
-   ``--amp``: images/s from the runner's progress lines, GPU utilisation and peak memory
-   sampled by ``nvidia-smi``;
-4. **nccl**: the two-process ``torch.distributed`` tests with NCCL, when there are two GPUs;
-5. **gpu-hours**: ``python -m benchmarks.tools.gpu_hours`` from the measured plain ResNet-50
-   throughput and tangent/plain ratio instead of the published A100 figure.
+3. **steady-fp32**, **steady-bf16**, **steady-fp16**: the paper step in steady state
+   (:mod:`benchmarks.tools.steady_state`: one real-size experience of ``c-caltech256-5``,
+   3,060 generated images, 2 epochs with persistent workers; the second epoch's images/s,
+   GPU busy fraction, the loader alone and the step alone, the bound named; fp16 with its
+   GradScaler from 2**16, skipped steps counted);
+4. **paper-epoch-fp16**: one epoch of the paper preset through the runner itself
+   (``benchmarks.run --preset c-caltech256-5 --amp fp16``, small generated folder): the
+   float16 path end to end (AutocastPlugin, the scaler, the runner's loaders);
+5. **fast-options**: :mod:`benchmarks.tools.fast_options` (TF32, cudnn.benchmark,
+   channels-last, bf16 autocast, torch.compile, each against the baseline, ResNet-50 at 224 px);
+6. **authors-speed**: :mod:`benchmarks.tools.authors_speed` with ``--authors-code DIR`` (the
+   authors' hand-linearized ResNet-50 against our tangent step and composed inference);
+   skipped, with a note, without ``--authors-code``;
+7. **nccl**: the two-process ``torch.distributed`` tests with NCCL, when there are two GPUs;
+8. **gpu-hours**: ``python -m benchmarks.tools.gpu_hours`` from the measured steady state
+   (``--steady-state``, fp32) and the speed step's tangent ratio.
 
 Each step runs in its own process with its own time limit, so one failure or hang is
 reported and the others still run. ``--dry-run`` runs every step small on the CPU (the
-tests run it so): it checks the script, not the GPU, and its report says so.
+tests run it so; authors-speed on a stand-in network unless ``--authors-code`` is given):
+it checks the script, not the GPU, and its report says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 from typing import Dict, List, Optional, Sequence
 
 from avalanche_tmc.files.filesystem import atomic_path, check_writable
 from benchmarks.results.outputs import one_line, writing
 from benchmarks.results.reading import ReportFileError
+from benchmarks.tools.gpu_report import (
+    PLANNED,
+    PRESET,
+    STEADY_AMPS,
+    GpuSampler,
+    Step,
+    StepResult,
+    _tail,
+    images_per_second,
+    report,
+    report_sections,
+    speed_rows,
+)
 
-__all__ = ["Step", "StepResult", "GpuSampler", "plan", "run_step", "images_per_second", "speed_rows",
+__all__ = ["PLANNED", "Step", "StepResult", "GpuSampler", "plan", "run_step", "images_per_second", "speed_rows",
            "report", "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,82 +68,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DEVICE_TESTS = ("tests/avalanche_tmc/composition", "tests/avalanche_tmc/files", "tests/avalanche_tmc/training",
                 "tests/avalanche_tmc/models", "tests/avalanche_tmc/tangent/test_mixed_precision.py")
 REQUIRED = ("avalanche", "timm", "safetensors", "sklearn", "torchvision")
-PRESET = "c-caltech256-5"
-# The generated folder gives each experience 4 optimizer steps: from GradScaler's 2**16 the
-# float16 scale halves on every overflowing step and never gets low enough (measured on an
-# H100: all 4 skipped, refused by AutocastPlugin), so the check starts lower.
-FP16_SCALE = {True: ["--amp-init-scale", "256"], False: []}
+# The paper-epoch folder gives each experience 4 optimizer steps. With the check's random
+# weights the δ-gradients reach about 525 at loss scale 1 (measured on the CPU in float32,
+# ResNet-50 at 224 px, docs/gpu.md), so float16 overflows (65504) at scales of 128 and
+# more: from GradScaler's 2**16 the first 10 steps are skipped (on an H100 all 4 were,
+# refused by AutocastPlugin); from 256, 2 of 4. The check starts at 64. A real experience
+# (about 96 steps) calibrates from 2**16 itself: the steady-fp16 step counts what it skips.
+FP16_SCALE = {True: ["--amp-init-scale", "64"], False: []}
 
 
-@dataclass
-class Step:
-    """One command of the check: its name, argv, time limit and why it is skipped (if so)."""
-
-    name: str
-    argv: List[str]
-    timeout: int
-    skipped: Optional[str] = None
-
-
-@dataclass
-class StepResult:
-    """What one step gave: exit code (None: timed out or skipped), seconds, output and the
-    GPU samples taken while it ran."""
-
-    step: Step
-    returncode: Optional[int]
-    seconds: float
-    output: str
-    utilisation: List[float] = field(default_factory=list)
-    memory_mib: List[float] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        if self.step.skipped:
-            return f"skipped: {self.step.skipped}"
-        if self.returncode is None:
-            return f"timed out after {self.step.timeout} s"
-        return "passed" if self.returncode == 0 else f"failed (exit {self.returncode})"
-
-
-class GpuSampler:
-    """Polls ``nvidia-smi`` for utilisation (%) and memory used (MiB) every ``period``
-    seconds while a step runs; records nothing where ``nvidia-smi`` is absent."""
-
-    QUERY = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
-
-    def __init__(self, period: float = 0.5) -> None:
-        self.period = period
-        self.available = shutil.which("nvidia-smi") is not None
-        self.utilisation: List[float] = []
-        self.memory_mib: List[float] = []
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.period):
-            try:
-                line = subprocess.run(self.QUERY, capture_output=True, text=True, timeout=5).stdout.splitlines()[0]
-                used, memory = (float(v) for v in line.split(",")[:2])
-            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-                continue
-            self.utilisation.append(used)
-            self.memory_mib.append(memory)
-
-    def __enter__(self) -> "GpuSampler":
-        if self.available:
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int) -> List[Step]:
-    """The steps of the check on ``device``; ``dry_run``: every step small, on the CPU."""
+def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int, authors_code: Optional[str] = None) -> List[Step]:
+    """The steps of the check on ``device``; ``dry_run``: every step small, on the CPU.
+    ``authors_code``: a clone of the authors' repository (authors-speed is skipped without one)."""
     py = sys.executable
     data, weights = workdir / "caltech256", workdir / f"{'resnet18' if dry_run else 'resnet50'}-random.pth"
     if dry_run:
@@ -134,13 +88,21 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int) -> List[Step]:
                  "--threads", "1"]
         shrink = ["--backbone", "resnet18", "--image-size", "32", "--threads", "1", "--workers", "1",
                   "--data-option", "train_per_class=5"]
-        amps = ("fp32", "bf16")  # fp16 autocast is for CUDA
+        amps = ("fp32",)  # the runner's fp16 autocast is for CUDA
+        steady = ["--backbone", "resnet18", "--image-size", "32", "--classes", "3", "--per-class", "8", "--batch",
+                  "8", "--workers", "1", "--rounds", "1", "--threads", "1"]
+        options = ["--network", "resnet18", "--image-size", "16", "--batch", "4", "--rounds", "1", "--threads", "1",
+                   "--configs", "baseline,tf32,cudnn-benchmark,channels-last,bf16"]  # compile: its own test
+        authors = ["--arch", "resnet18", "--image-size", "32", "--batch", "4", "--rounds", "1", "--threads", "1"]
     else:
         tests = list(DEVICE_TESTS)
         speed = ["--networks", "resnet50@224,resnet18,efficientnet_lite0,vit_tiny", "--rounds", "5",
                  "--ensemble-rounds", "2", "--task-counts", "1,5,20"]
         shrink = ["--workers", "8", "--data-option", "train_per_class=60"]
-        amps = ("fp32", "bf16", "fp16")
+        amps = ("fp16",)  # fp32 and bf16 in steady state below; the runner's float16 path end to end here
+        steady = ["--workers", "8"]
+        options = ["--network", "resnet50@224", "--rounds", "5"]
+        authors = ["--arch", "resnet50", "--image-size", "224", "--batch", "32", "--rounds", "5"]
     steps = [Step("device-tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", device,
                                  "-m", "not slow and not integration", *tests], timeout=60 if dry_run else 240),
              Step("speed", [py, "-m", "benchmarks.tools.speed", "--device", device, *speed,
@@ -152,6 +114,18 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int) -> List[Step]:
             *shrink, *([] if amp == "fp32" else ["--amp", amp]), *FP16_SCALE[amp == "fp16"],
             "--out", str(workdir / f"run-{amp}")],
             timeout=60 if dry_run else 150))
+    for amp in STEADY_AMPS:
+        steps.insert(2 + STEADY_AMPS.index(amp), Step(f"steady-{amp}", [
+            py, "-m", "benchmarks.tools.steady_state", "--root", str(workdir / "steady"), "--device", device,
+            "--amp", amp, *steady, "--json", str(workdir / f"steady-{amp}.json"),
+            "--save", str(workdir / f"steady-{amp}.md")], timeout=120 if dry_run else 180))
+    steps.append(Step("fast-options", [py, "-m", "benchmarks.tools.fast_options", "--device", device, *options,
+                                       "--save", str(workdir / "fast-options.md")], timeout=180 if dry_run else 240))
+    source = ["--authors-code", authors_code] if authors_code else ["--stand-in"]
+    steps.append(Step("authors-speed", [py, "-m", "benchmarks.tools.authors_speed", "--device", device, *source,
+                                        *authors, "--save", str(workdir / "authors-speed.md")],
+                      timeout=120, skipped=None if authors_code or dry_run else
+                      "no --authors-code DIR (a clone of tianyu139/tangent-model-composition; docs/gpu.md)"))
     nccl = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", device, "--dist-backend", "nccl",
             "tests/avalanche_tmc/test_distributed.py"]
     steps.append(Step("nccl", nccl, timeout=120, skipped=None if gpus >= 2 else f"{gpus} GPU(s): NCCL needs two"))
@@ -179,77 +153,19 @@ def _text(data: object) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
 
 
-_PROGRESS = re.compile(r"epoch \d+/\d+: (\d+) img/s")
-_SPEED_ROW = re.compile(r"^\| (\S+) \((\d+)px, (\d+)\) \| (\d+) ms \| [^|]*\| (\d+) ms \(([0-9.]+)x\)")
-
-
-def images_per_second(output: str) -> Optional[float]:
-    """The median images/s of the runner's per-epoch progress lines (None: no such line)."""
-    rates = [float(m[1]) for m in _PROGRESS.finditer(output)]
-    return median(rates) if rates else None
-
-
-def speed_rows(table: str) -> Dict[str, Dict[str, float]]:
-    """network -> plain and tangent (fast path) images/s and their ratio, from the training
-    table of ``benchmarks.tools.speed --save``."""
-    rows = {}
-    for line in table.splitlines():
-        m = _SPEED_ROW.match(line)
-        if m:
-            batch, plain_ms, tangent_ms = int(m[3]), float(m[4]), float(m[5])
-            rows[m[1]] = {"plain_img_s": batch / plain_ms * 1e3, "tangent_img_s": batch / tangent_ms * 1e3,
-                          "ratio": float(m[6])}
-    return rows
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def report(results: Sequence[StepResult], *, device_name: str, command: str, dry_run: bool,
-           speed_table: str = "", gpu_hours: str = "") -> str:
-    """The Markdown report: what ran, how each step ended, the measured numbers, and the
-    end of the output of every step that did not pass."""
-    lines = [f"# GPU check: {device_name}", "", f"<!-- written by: {command} -->", ""]
-    if dry_run:
-        lines += ["**Dry run on the CPU**: every step small; it checks the script, it measures no GPU.", ""]
-    lines += [f"torch {_torch_version()}, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.", "",
-              "| step | status | seconds | images/s | GPU util. mean / max | peak GPU memory |",
-              "|---|---|---:|---:|---:|---:|"]
-    for r in results:
-        rate = images_per_second(r.output) if r.step.name.startswith("paper-epoch") else None
-        util = (f"{sum(r.utilisation) / len(r.utilisation):.0f}% / {max(r.utilisation):.0f}%"
-                if r.utilisation else "–")
-        memory = f"{max(r.memory_mib):,.0f} MiB" if r.memory_mib else "–"
-        lines.append(f"| {r.step.name} | {r.status} | {r.seconds:.0f} | {f'{rate:.0f}' if rate else '–'} | "
-                     f"{util} | {memory} |")
-    lines += ["", f"`paper-epoch-*`: one epoch of `--preset {PRESET}` (TMC, the authors' recipe) on a generated "
-              "Caltech-style folder; images/s is the median of the runner's per-epoch progress lines.", ""]
-    if speed_table:
-        lines += ["## Speed (`benchmarks.tools.speed`)", "", speed_table.strip(), ""]
-    if gpu_hours:
-        lines += ["## GPU-hours from the measured throughput", "", gpu_hours.strip(), ""]
-    failed = [r for r in results if not r.step.skipped and r.returncode != 0]
-    for r in failed:
-        lines += [f"## {r.step.name}: {r.status}", "", "```text", _tail(r.output), "```", ""]
-    return "\n".join(lines)
-
-
-def _torch_version() -> str:
-    import torch
-
-    return torch.__version__
-
-
 def _prepare_inputs(workdir: Path, *, dry_run: bool) -> None:
     """The generated Caltech-style folder and a random-weights file for the paper preset."""
     import torch
     from torchvision.models import resnet18, resnet50
 
     from benchmarks.datasets.synthetic import make_image_folder
+    from benchmarks.tools.steady_state import PAPER_CLASSES, PAPER_PER_CLASS, make_folder
 
     make_image_folder(workdir / "caltech256", layout="caltech256", classes=10, per_class=7 if dry_run else 70,
                       min_size=40 if dry_run else 256, max_size=64 if dry_run else 320)
+    # the steady state's experience: 51 classes x 60 training images at Caltech's 300-500 px
+    make_folder(workdir / "steady", classes=3 if dry_run else PAPER_CLASSES,
+                per_class=8 if dry_run else PAPER_PER_CLASS, image_size=32 if dry_run else 224)
     torch.manual_seed(0)
     net = resnet18() if dry_run else resnet50()
     torch.save(net.state_dict(), workdir / f"{'resnet18' if dry_run else 'resnet50'}-random.pth")
@@ -261,17 +177,23 @@ def _missing_packages() -> List[str]:
     return [name for name in REQUIRED if importlib.util.find_spec(name) is None]
 
 
-def _gpu_hours(speed: Dict[str, Dict[str, float]], env: Dict[str, str]) -> str:
-    """The GPU-hours table from the plain throughput and tangent ratio of ResNet-50 at 224 px
-    (the paper's network; in a dry run, the first network timed)."""
+def _gpu_hours(speed: Dict[str, Dict[str, float]], env: Dict[str, str], steady: Optional[Path] = None) -> str:
+    """The GPU-hours table from the tangent ratio of ResNet-50 at 224 px (the paper's network;
+    in a dry run, the first network timed) and the measured steady state (fp32) when
+    ``steady`` exists, else the speed step's plain throughput (a bound)."""
     name = "resnet50@224" if "resnet50@224" in speed else next(iter(speed), None)
     if name is None:
         return ""
     row = speed[name]
-    argv = [sys.executable, "-m", "benchmarks.tools.gpu_hours", "--gpu-images-per-second", f"{row['plain_img_s']:.1f}",
-            "--tangent-ratio", f"{row['ratio']:.2f}"]
+    argv = [sys.executable, "-m", "benchmarks.tools.gpu_hours", "--tangent-ratio", f"{row['ratio']:.2f}"]
+    if steady is not None and steady.exists():
+        argv += ["--steady-state", str(steady), "--precision", "fp32"]
+        what = f"the steady state of the paper step, fp32, and the tangent ratio of {name} in the speed step"
+    else:
+        argv += ["--gpu-images-per-second", f"{row['plain_img_s']:.1f}"]
+        what = f"the plain step and tangent ratio of {name} in the speed step: a bound, no steady state measured"
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    head = f"`{' '.join(['python'] + argv[1:])}` (the plain step and tangent ratio of {name} in the speed step):"
+    head = f"`{' '.join(['python'] + argv[1:])}` ({what}):"
     return head + "\n\n" + (done.stdout if done.returncode == 0 else _tail(done.stderr))
 
 
@@ -308,6 +230,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p.add_argument("--steps", default=None, metavar="NAME[,NAME]",
                    help="run only these steps (a rerun of the ones that failed); the report is then named "
                         "<device>-<steps>.md so that it does not replace the whole check's")
+    p.add_argument("--authors-code", default=None, metavar="DIR",
+                   help="a clone of github tianyu139/tangent-model-composition for the authors-speed step (skipped "
+                        "without it; the dry run then uses a stand-in network)")
     args = p.parse_args(argv)
     missing = _missing_packages()
     if missing:
@@ -331,7 +256,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
         _prepare_inputs(workdir, dry_run=args.dry_run)
         command = "python -m benchmarks.tools.gpu_check" + (" --dry-run" if args.dry_run else "")
         out = Path(args.out)
-        steps = plan(device, workdir, dry_run=args.dry_run, gpus=gpus)
+        authors = str(Path(args.authors_code).resolve()) if args.authors_code else None
+        steps = plan(device, workdir, dry_run=args.dry_run, gpus=gpus, authors_code=authors)
         if args.steps:
             wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
             unknown = sorted(set(wanted) - {s.name for s in steps})
@@ -348,11 +274,12 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
             results.append(run_step(step, env))
             # rewritten after every step: a check stopped from outside still leaves what it measured
             speed_table = speed_file.read_text() if speed_file.exists() else ""
+            sections = report_sections(workdir)
             _write(path, report(results, device_name=name, command=command, dry_run=args.dry_run,
-                                speed_table=speed_table))
-        hours = _gpu_hours(speed_rows(speed_table), env)
+                                speed_table=speed_table, sections=sections))
+        hours = _gpu_hours(speed_rows(speed_table), env, workdir / "steady-fp32.json")
         _write(path, report(results, device_name=name, command=command, dry_run=args.dry_run,
-                            speed_table=speed_table, gpu_hours=hours))
+                            speed_table=speed_table, gpu_hours=hours, sections=sections))
     print(f"[gpu-check] report: {path}")
     if any(not r.step.skipped and r.returncode != 0 for r in results):
         sys.exit(1)

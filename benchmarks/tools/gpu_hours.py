@@ -20,12 +20,20 @@ batch 32, float32: a plain step 1103.4 images/s, a tangent step 2.21x a plain on
 docs/results/gpu/nvidia-h100-80gb-hbm3.md). Data loading and the hours between steps are
 not counted, so the hours are a lower bound. Dataset sizes are those the loaders give on
 the published archives.
+
+``--steady-state FILE`` (``python -m benchmarks.tools.steady_state --json FILE``, the GPU
+check's ``steady-*`` steps) replaces the bound by a measurement: the paper step's images/s in
+its last epoch (``--precision`` picks the row), loading, copying and stepping included, times
+the tangent ratio, is the plain-step throughput every preset is divided by; the tool says
+which row it used and what bounds it (``loader-bound``: the DataLoader, ``step-bound``: the
+GPU step). Every paper preset runs the same recipe at 224 px, so the paper step stands for
+all of them; folders of larger photos decode slower (a loader-bound rate is then optimistic).
 """
 
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.datasets.registry import DATASETS
 from benchmarks.methods import groups_for
@@ -36,8 +44,8 @@ from benchmarks.runner.config import RunConfig
 from benchmarks.runner.presets import PRESETS
 
 __all__ = ["DATASET_SIZES", "PLAIN_COST", "PUBLISHED_A100", "MEASURED_H100", "MEASURED_RATIO", "Estimate",
-           "estimate", "estimates", "csv_rows", "write_gpu_hours", "read_gpu_hours", "gpu_hours_table",
-           "main"]
+           "estimate", "estimates", "steady_throughput", "csv_rows", "write_gpu_hours", "read_gpu_hours",
+           "gpu_hours_table", "main"]
 
 # (training images, test images) as the loaders split the published archives: the registry's
 DATASET_SIZES = {name: entry.sizes for name, entry in DATASETS.items() if entry.sizes is not None}
@@ -95,6 +103,28 @@ def estimates(images_per_second: float = MEASURED_H100, tangent_ratio: float = M
     return chosen
 
 
+def steady_throughput(path: Path, precision: str, tangent_ratio: float) -> Tuple[float, str]:
+    """(plain-step images/s, the sentence saying where it comes from and what bounds it) from
+    the ``precision`` row of a steady-state file: its pipeline images/s (tangent steps) times
+    ``tangent_ratio``."""
+    from benchmarks.tools.steady_state import read_report
+
+    rows = {r["amp"]: r for r in read_report(path)}
+    if precision not in rows:
+        raise ValueError(f"{path}: no {precision} row (it holds {', '.join(rows) or 'none'}): choose --precision")
+    r = rows[precision]
+    rate = r["pipeline_images_per_second"] * tangent_ratio
+    limit = ("the DataLoader (more workers or the decoded cache would raise it)" if r["bound"] == "loader-bound"
+             else "the GPU step (the fast-path options would raise it)")
+    text = (f"Throughput measured in steady state ({path.name}, {precision}): the paper step trained "
+            f"{r['pipeline_images_per_second']:.1f} tangent images/s in its last epoch ({r['train_images']:,} images, "
+            f"{r['backbone']} at {r['image_size']} px, batch {r['batch']}, {r['workers']} workers; loader alone "
+            f"{r['loader_images_per_second']:.0f}, step alone {r['step_images_per_second']:.0f} images/s), "
+            f"{r['bound']}: what limits it is {limit}. Times the tangent ratio {tangent_ratio:g}: {rate:.1f} "
+            "plain-step images/s for every preset.")
+    return rate, text
+
+
 def csv_rows(rows: Sequence[Estimate]) -> List[Dict[str, str]]:
     """The rows of a GPU-hours file (hours to 2 decimals, work in millions of images)."""
     return [dict(preset=r.preset, train_images=str(r.train_images), test_images=str(r.test_images),
@@ -117,10 +147,21 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
     p.add_argument("--tangent-ratio", type=float, default=MEASURED_RATIO,
                    help=f"a tangent step's time over a plain one's (default {MEASURED_RATIO:g}: {MEASURED_SOURCE})")
     p.add_argument("--out", type=Path, default=None, help="also write the estimates to this CSV (kind gpu-hours)")
+    p.add_argument("--steady-state", type=Path, default=None, metavar="FILE.json",
+                   help="use the paper step's measured steady state (python -m benchmarks.tools.steady_state --json) "
+                        "instead of --gpu-images-per-second")
+    p.add_argument("--precision", default="fp32", help="the row of --steady-state to use (fp32, bf16, fp16)")
     args = p.parse_args(argv)
     if not (args.gpu_images_per_second > 0 and args.tangent_ratio > 0):
         p.error("--gpu-images-per-second and --tangent-ratio must be above 0")
-    rows = estimates(args.gpu_images_per_second, args.tangent_ratio)
+    rate = args.gpu_images_per_second
+    if args.steady_state is not None:
+        try:
+            rate, basis = steady_throughput(args.steady_state, args.precision, args.tangent_ratio)
+        except (OSError, ValueError) as error:
+            p.error(f"--steady-state {args.steady_state}: {error}")
+        print(basis + "\n")
+    rows = estimates(rate, args.tangent_ratio)
     with one_line(p):
         if args.out is not None:
             with writing(args.out):
