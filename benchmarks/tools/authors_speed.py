@@ -63,10 +63,11 @@ def load_authors_resnet(code: Path, arch: str, classes: int) -> nn.Module:
 
 
 def _thaw_linear(net: nn.Module) -> List[nn.Parameter]:
-    """Their ``thaw(mode='tangent')`` for a ResNet: only ``linear_*`` parameters of ``layer*`` and ``fc`` train."""
+    """Their ``thaw(mode='tangent')`` for a ResNet: only ``linear_*`` parameters of ``layer*`` and ``fc``
+    train (and the stand-in's own ``linear_*``)."""
     trained = []
     for name, p in net.named_parameters():
-        p.requires_grad = "linear" in name and (name.startswith("layer") or name.startswith("fc"))
+        p.requires_grad = "linear" in name and name.startswith(("layer", "fc", "linear_"))
         if p.requires_grad:
             trained.append(p)
     return trained

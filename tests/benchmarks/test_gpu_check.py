@@ -39,8 +39,23 @@ def test_speed_rows_read_the_table_speed_writes():
 
 def test_plan_on_a_gpu_and_in_a_dry_run(tmp_path):
     on_gpu = {s.name: s for s in plan("cuda", tmp_path, dry_run=False, gpus=1)}
-    assert set(on_gpu) == {"device-tests", "speed", "paper-epoch-fp32", "paper-epoch-bf16", "paper-epoch-fp16", "nccl"}
+    assert set(on_gpu) == {"device-tests", "speed", "steady-fp32", "steady-bf16", "steady-fp16", "paper-epoch-fp16",
+                           "fast-options", "authors-speed", "nccl"}
     assert on_gpu["nccl"].skipped and "NCCL needs two" in on_gpu["nccl"].skipped
+    # the steady state: the real experience size (the tool's defaults, 51 x 60), 8 workers, 2 epochs
+    steady = on_gpu["steady-fp16"].argv
+    assert steady[steady.index("--amp") + 1] == "fp16" and "--classes" not in steady and "--epochs" not in steady
+    assert steady[steady.index("--workers") + 1] == "8"
+    from benchmarks.tools.steady_state import PAPER_CLASSES, PAPER_PER_CLASS
+
+    assert PAPER_CLASSES * PAPER_PER_CLASS >= 3000
+    # without the authors' code their step is skipped with a note naming the flag; with it, it runs
+    assert "--authors-code" in on_gpu["authors-speed"].skipped
+    with_code = {s.name: s for s in plan("cuda", tmp_path, dry_run=False, gpus=1, authors_code="/x/tmc")}
+    assert not with_code["authors-speed"].skipped and "/x/tmc" in with_code["authors-speed"].argv
+    # every step has a planned time, and the plan fits the issue's 15 minutes with start-up and inputs
+    assert set(on_gpu) <= set(gpu_check.PLANNED)
+    assert sum(gpu_check.PLANNED[n] for n, s in on_gpu.items() if not s.skipped) + 180 + 60 <= 15 * 60
     assert "--device" in on_gpu["device-tests"].argv and "cuda" in on_gpu["device-tests"].argv
     epoch = on_gpu["paper-epoch-fp16"].argv
     assert epoch[epoch.index("--amp") + 1] == "fp16" and epoch[epoch.index("--workers") + 1] == "8"
@@ -48,7 +63,9 @@ def test_plan_on_a_gpu_and_in_a_dry_run(tmp_path):
     assert "resnet50@224" in on_gpu["speed"].argv[on_gpu["speed"].argv.index("--networks") + 1]
     assert not plan("cuda", tmp_path, dry_run=False, gpus=2)[-1].skipped
     dry = {s.name: s for s in plan("cpu", tmp_path, dry_run=True, gpus=0)}
-    assert "paper-epoch-fp16" not in dry  # fp16 autocast is for CUDA
+    assert "paper-epoch-fp16" not in dry  # the runner's fp16 autocast is for CUDA
+    assert {"steady-fp32", "steady-bf16", "steady-fp16", "fast-options", "authors-speed"} <= set(dry)
+    assert not dry["authors-speed"].skipped and "--stand-in" in dry["authors-speed"].argv
     assert all("cuda" not in s.argv for s in dry.values())
     # the device-sensitive tests named on the GPU exist
     root = Path(gpu_check.__file__).resolve().parents[2]
@@ -63,8 +80,10 @@ def test_report_shows_each_step_s_status_and_the_output_of_failures():
     skipped = StepResult(Step("nccl", [sys.executable], 10, skipped="1 GPU(s): NCCL needs two"), None, 0.0, "")
     text = report([ok, failed, hung, skipped], device_name="NVIDIA H100",
                   command="python -m benchmarks.tools.gpu_check",
-                  dry_run=False)
-    assert "| paper-epoch-bf16 | passed | 12 | 300 | 70% / 90% | 4,000 MiB |" in text
+                  dry_run=False, sections={"The paper step in steady state": "| a steady table |", "Empty": " "})
+    assert "| paper-epoch-bf16 | passed | 12 | 300 | 70% / 90% | 4,000 MiB | – |" in text
+    assert "| speed | failed (exit 3) | 1 | – | – | – | 50 |" in text  # planned seconds beside the measured
+    assert "## The paper step in steady state\n\n| a steady table |" in text and "## Empty" not in text
     assert "| speed | failed (exit 3) |" in text and "Traceback: boom" in text
     assert "| device-tests | timed out after 10 s |" in text
     assert "| nccl | skipped: 1 GPU(s): NCCL needs two |" in text
@@ -87,8 +106,14 @@ def test_the_dry_run_runs_every_step_and_writes_the_report(tmp_path):
     path = gpu_check.main(["--dry-run", "--out", str(tmp_path / "out"), "--workdir", str(tmp_path / "work")])
     text = path.read_text()
     assert path.name == "cpu-dry-run.md" and "Dry run on the CPU" in text
-    for name in ("device-tests", "speed", "paper-epoch-fp32", "paper-epoch-bf16"):
+    for name in ("device-tests", "speed", "steady-fp32", "steady-bf16", "steady-fp16", "paper-epoch-fp32",
+                 "fast-options", "authors-speed"):
         assert f"| {name} | passed |" in text
     rates = [line.split(" | ")[3] for line in text.splitlines() if line.startswith("| paper-epoch")]
     assert rates and all(float(r) > 0 for r in rates)
     assert "## Speed" in text and "## GPU-hours from the measured throughput" in text
+    assert "## The paper step in steady state" in text and "## Fast-path options" in text
+    assert "A stand-in hand-linearized network (not the authors' code)" in text
+    steady_rows = [line for line in text.splitlines() if line.startswith(("| fp32 |", "| bf16 |", "| fp16 |"))]
+    assert len(steady_rows) == 3 and all("step-bound" in r or "loader-bound" in r for r in steady_rows)
+    assert "--steady-state" in text and "Throughput measured in steady state" in text
