@@ -115,7 +115,7 @@ def steady_throughput(path: Path, precision: str, tangent_ratio: float) -> Tuple
     r = rows[precision]
     rate = r["pipeline_images_per_second"] * tangent_ratio
     limit = ("the DataLoader (more workers or the decoded cache would raise it)" if r["bound"] == "loader-bound"
-             else "the GPU step (the fast-path options would raise it)")
+             else "the training step on the device (the fast-path options would raise it)")
     text = (f"Throughput measured in steady state ({path.name}, {precision}): the paper step trained "
             f"{r['pipeline_images_per_second']:.1f} tangent images/s in its last epoch ({r['train_images']:,} images, "
             f"{r['backbone']} at {r['image_size']} px, batch {r['batch']}, {r['workers']} workers; loader alone "

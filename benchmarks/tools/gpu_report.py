@@ -157,18 +157,24 @@ def _torch_version() -> str:
     return torch.__version__
 
 
-SECTIONS = (("The paper step in steady state (`benchmarks.tools.steady_state`)", "steady-*.md"),
+SECTIONS = (("The paper step in steady state (`benchmarks.tools.steady_state`)", "steady-*.json"),
             ("Fast-path options, each against the baseline (`benchmarks.tools.fast_options`)", "fast-options.md"),
             ("The authors' code beside ours (`benchmarks.tools.authors_speed`)", "authors-speed.md"))
 
 
 def report_sections(workdir: Path) -> Dict[str, str]:
-    """The tables the steps wrote under ``workdir``, by report heading (the steady-state rows in
-    the order fp32, bf16, fp16, one table)."""
+    """The tables the steps wrote under ``workdir``, by report heading; the steady state's
+    precisions (one ``--json`` file each) in one table, in the order fp32, bf16, fp16."""
     found = {}
     for heading, pattern in SECTIONS:
-        files = sorted(workdir.glob(pattern), key=lambda f: [a in f.name for a in STEADY_AMPS].index(True)
-                       if pattern.startswith("steady") else 0)
+        if pattern.startswith("steady"):
+            from benchmarks.tools.steady_state import format_report, read_report
+
+            files = [workdir / f"steady-{amp}.json" for amp in STEADY_AMPS if (workdir / f"steady-{amp}.json").exists()]
+            if files:
+                found[heading] = format_report([row for f in files for row in read_report(f)])
+            continue
+        files = sorted(workdir.glob(pattern))
         if files:
             found[heading] = "\n\n".join(f.read_text(encoding="utf-8").strip() for f in files)
     return found

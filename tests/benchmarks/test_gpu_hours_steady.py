@@ -36,7 +36,7 @@ def test_the_steady_state_replaces_the_bound(tmp_path, capsys):
         "pipeline_images_per_second": 200.0, "bound": "step-bound"})])), "--tangent-ratio", "2.5"])
     assert all(slower[p] == pytest.approx(2 * bound[p]) for p in bound)  # half the rate, twice the hours
     out = capsys.readouterr().out
-    assert "Throughput measured in steady state" in out and "the GPU step" in out
+    assert "Throughput measured in steady state" in out and "the training step on the device" in out
 
 
 def test_a_missing_row_or_a_wrong_file_is_refused(tmp_path, capsys):

@@ -59,6 +59,20 @@ def test_the_report_and_the_file_gpu_hours_reads(tiny, tmp_path):
         read_report(path)
 
 
+def test_the_folder_draws_a_few_classes_and_copies_them_to_the_rest(tmp_path):
+    from benchmarks.datasets.folders import load_caltech256
+
+    root = make_folder(tmp_path / "data", classes=6, per_class=2, image_size=32, distinct=4)
+    train, test = load_caltech256(root, image_size=32, train_per_class=2)
+    assert (len(train), len(test), sorted(set(train.targets))) == (12, 12, list(range(6)))
+    categories = next(root.rglob("256_ObjectCategories"))
+    for copy, drawn in (("005.shape-005", "001.shape-001"), ("006.shape-006", "002.shape-002")):
+        assert [f.read_bytes() for f in sorted((categories / copy).iterdir())] == [
+            f.read_bytes() for f in sorted((categories / drawn).iterdir())]
+    assert make_folder(root, classes=50, per_class=9, image_size=32) == root  # a folder with images is kept
+    assert len(list(categories.iterdir())) == 6
+
+
 def test_one_epoch_is_refused(tmp_path, capsys):
     with pytest.raises(ValueError, match="at least 2"):
         measure(tmp_path, device=torch.device("cpu"), epochs=1)
