@@ -16,8 +16,9 @@ written to ``docs/results/gpu/<device>.md`` to commit:
 4. **paper-epoch-fp16**: one epoch of the paper preset through the runner itself
    (``benchmarks.run --preset c-caltech256-5 --amp fp16``, small generated folder): the
    float16 path end to end (AutocastPlugin, the scaler, the runner's loaders);
-5. **fast-options**: :mod:`benchmarks.tools.fast_options` (TF32, cudnn.benchmark,
-   channels-last, bf16 autocast, torch.compile, each against the baseline, ResNet-50 at 224 px);
+5. **fast-options** and **fast-options-compile**: :mod:`benchmarks.tools.fast_options` (TF32,
+   cudnn.benchmark, channels-last, bf16 autocast and all of them together; then torch.compile,
+   in a step of its own), each against the baseline, ResNet-50 at 224 px;
 6. **authors-speed**: :mod:`benchmarks.tools.authors_speed` with ``--authors-code DIR`` (the
    authors' hand-linearized ResNet-50 against our tangent step and composed inference);
    skipped, with a note, without ``--authors-code``;
@@ -91,8 +92,8 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int, authors_code: 
         amps = ("fp32",)  # the runner's fp16 autocast is for CUDA
         steady = ["--backbone", "resnet18", "--image-size", "32", "--classes", "3", "--per-class", "8", "--batch",
                   "8", "--workers", "1", "--rounds", "1", "--threads", "1"]
-        options = ["--network", "resnet18", "--image-size", "16", "--batch", "4", "--rounds", "1", "--threads", "1",
-                   "--configs", "baseline,tf32,cudnn-benchmark,channels-last,bf16"]  # compile: its own test
+        options = ["--network", "resnet18", "--image-size", "16", "--batch", "4", "--rounds", "1", "--threads", "1"]
+        compiled = ["--network", "resnet18", "--image-size", "8", "--batch", "2", "--rounds", "1", "--threads", "1"]
         authors = ["--arch", "resnet18", "--image-size", "32", "--batch", "4", "--rounds", "1", "--threads", "1"]
     else:
         tests = list(DEVICE_TESTS)
@@ -101,7 +102,7 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int, authors_code: 
         shrink = ["--workers", "8", "--data-option", "train_per_class=60"]
         amps = ("fp16",)  # fp32 and bf16 in steady state below; the runner's float16 path end to end here
         steady = ["--workers", "8"]
-        options = ["--network", "resnet50@224", "--rounds", "5"]
+        options = compiled = ["--network", "resnet50@224", "--rounds", "5"]
         authors = ["--arch", "resnet50", "--image-size", "224", "--batch", "32", "--rounds", "5"]
     steps = [Step("device-tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", device,
                                  "-m", "not slow and not integration", *tests], timeout=60 if dry_run else 240),
@@ -119,8 +120,14 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int, authors_code: 
             py, "-m", "benchmarks.tools.steady_state", "--root", str(workdir / "steady"), "--device", device,
             "--amp", amp, *steady, "--json", str(workdir / f"steady-{amp}.json"),
             "--save", str(workdir / f"steady-{amp}.md")], timeout=120 if dry_run else 180))
+    eager = "baseline,tf32,cudnn-benchmark,channels-last,bf16,all"
     steps.append(Step("fast-options", [py, "-m", "benchmarks.tools.fast_options", "--device", device, *options,
-                                       "--save", str(workdir / "fast-options.md")], timeout=180 if dry_run else 240))
+                                       "--configs", eager, "--save", str(workdir / "fast-options.md")],
+                      timeout=180 if dry_run else 150))
+    # torch.compile apart: a slow compile or a failed one costs only its own numbers
+    steps.append(Step("fast-options-compile", [
+        py, "-m", "benchmarks.tools.fast_options", "--device", device, *compiled, "--configs", "baseline,compile",
+        "--save", str(workdir / "fast-options-compile.md")], timeout=300 if dry_run else 240))
     source = ["--authors-code", authors_code] if authors_code else ["--stand-in"]
     steps.append(Step("authors-speed", [py, "-m", "benchmarks.tools.authors_speed", "--device", device, *source,
                                         *authors, "--save", str(workdir / "authors-speed.md")],

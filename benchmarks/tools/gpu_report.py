@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import platform
 import re
-import shutil
-import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Dict, List, Optional, Sequence
+
+from benchmarks.tools.gpu_sampler import GpuSampler
 
 __all__ = ["PRESET", "STEADY_AMPS", "PLANNED", "Step", "StepResult", "GpuSampler", "images_per_second", "speed_rows",
            "report", "report_sections"]
@@ -21,7 +20,7 @@ PRESET = "c-caltech256-5"
 STEADY_AMPS = ("fp32", "bf16", "fp16")
 # planned GPU seconds per step (docs/gpu.md), the inputs' preparation and the start-up apart
 PLANNED = {"device-tests": 70, "speed": 50, "steady-fp32": 45, "steady-bf16": 45, "steady-fp16": 45,
-           "paper-epoch-fp16": 50, "fast-options": 90, "authors-speed": 40, "nccl": 30}
+           "paper-epoch-fp16": 50, "fast-options": 60, "fast-options-compile": 90, "authors-speed": 40, "nccl": 30}
 
 
 @dataclass
@@ -53,42 +52,6 @@ class StepResult:
         if self.returncode is None:
             return f"timed out after {self.step.timeout} s"
         return "passed" if self.returncode == 0 else f"failed (exit {self.returncode})"
-
-
-class GpuSampler:
-    """Polls ``nvidia-smi`` for utilisation (%) and memory used (MiB) every ``period``
-    seconds while a step runs; records nothing where ``nvidia-smi`` is absent."""
-
-    QUERY = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
-
-    def __init__(self, period: float = 0.5) -> None:
-        self.period = period
-        self.available = shutil.which("nvidia-smi") is not None
-        self.utilisation: List[float] = []
-        self.memory_mib: List[float] = []
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.period):
-            try:
-                line = subprocess.run(self.QUERY, capture_output=True, text=True, timeout=5).stdout.splitlines()[0]
-                used, memory = (float(v) for v in line.split(",")[:2])
-            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-                continue
-            self.utilisation.append(used)
-            self.memory_mib.append(memory)
-
-    def __enter__(self) -> "GpuSampler":
-        if self.available:
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 _PROGRESS = re.compile(r"epoch \d+/\d+: (\d+) img/s")
@@ -158,7 +121,7 @@ def _torch_version() -> str:
 
 
 SECTIONS = (("The paper step in steady state (`benchmarks.tools.steady_state`)", "steady-*.json"),
-            ("Fast-path options, each against the baseline (`benchmarks.tools.fast_options`)", "fast-options.md"),
+            ("Fast-path options, each against the baseline (`benchmarks.tools.fast_options`)", "fast-options*.md"),
             ("The authors' code beside ours (`benchmarks.tools.authors_speed`)", "authors-speed.md"))
 
 

@@ -270,7 +270,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict]:
     if args.threads:
         torch.set_num_threads(args.threads)
     root = make_folder(Path(args.root), classes=args.classes, per_class=args.per_class, image_size=args.image_size)
-    from benchmarks.tools.gpu_report import GpuSampler
+    from benchmarks.tools.gpu_sampler import GpuSampler
 
     options = Options.from_args(args)
     results = []
