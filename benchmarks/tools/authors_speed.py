@@ -49,7 +49,7 @@ def load_authors_resnet(code: Path, arch: str, classes: int) -> nn.Module:
         raise FileNotFoundError(f"--authors-code {code}: no models/linear_resnet.py there (a clone of "
                                 "github tianyu139/tangent-model-composition)")
     clash = sys.modules.get("models")
-    if clash is not None and not str(getattr(clash, "__path__", [""])[0]).startswith(str(code)):
+    if clash is not None and not str(next(iter(getattr(clash, "__path__", [])), "")).startswith(str(code)):
         raise RuntimeError(f"a module named 'models' is already imported from {clash!r}: run in a fresh process")
     sys.path.insert(0, str(code))
     try:
