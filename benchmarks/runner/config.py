@@ -6,23 +6,25 @@ for the whole invocation, built once from the preset and the command line by
 strategy trains with) is made from them.
 """
 
+import copy
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from benchmarks.methods import TrainConfig
 from benchmarks.networks.threads import ARITHMETIC_THREADS
 from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES
+from benchmarks.protocol.settings import settings_of, with_settings
 
 __all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
            "progress_key", "loader_options"]
 
 
-
-@dataclass(frozen=True)
+@with_settings("run", frozen=True)
 class RunConfig:
     """One run: a dataset and scenario, the network and how much of it is trained, the
-    methods, their training settings and the seeds they are repeated over.
+    methods, their training settings and the seeds they are repeated over. Its fields are
+    the run settings of :data:`benchmarks.protocol.settings.SETTINGS` (what each is for is
+    said there, and in ``python -m benchmarks.run --help``).
 
     ``seeds`` vary the training randomness only (minibatch order, new-head
     initialisation, random projections); the class order and the data split come from
@@ -32,47 +34,6 @@ class RunConfig:
     them now on a validation split (:mod:`benchmarks.tuning.grid`; the dict overrides the
     default grid).
     """
-
-    dataset: str
-    scenario: str
-    tasks: int
-    backbone: str
-    image_size: int
-    freeze_until: str
-    epochs: int
-    batch_size: int
-    lr_tangent: float
-    lr: float
-    beta: float
-    methods: Tuple[str, ...]
-    milestones: Tuple[int, ...] = ()
-    decay_at: Tuple[float, ...] = ()
-    data_options: Mapping[str, Any] = field(default_factory=dict)
-    tune: Optional[Mapping[str, Any]] = None
-    tangent_epochs: Optional[int] = None
-    tuned: Mapping[str, Tuple[float, int]] = field(default_factory=dict)
-    tuned_by: Optional[str] = None
-    seeds: Tuple[int, ...] = (0,)
-    # The training recipe (defaults: the offline main job's; ``AUTHORS`` in
-    # benchmarks/runner/presets.py: the paper authors' code). See docs/paper-benchmarks.md.
-    linearize_from: Optional[str] = None  # tangent methods: first linearized module (None: all)
-    decay: float = 0.0  # decay on δ (tangent methods), avalanche_tmc's ``decay``
-    decay_kind: str = "norm"  # "norm" (the authors'), "squared" or "decoupled"
-    tme_beta: Optional[float] = None  # the β of TME's own components (None: the scenario's)
-    schedule: str = "step"  # "step": lr x0.1 from each milestone epoch on; "authors": after it
-    transforms: str = "square"  # image datasets: "square" (resize) or "authors" (crop + flip)
-    class_order: str = "seeded"  # "seeded" (by the data seed) or "label" (the authors')
-    shards: str = "permutation"  # data-IL: "permutation" (by the data seed) or "authors"
-    imagenet_weights: str = "DEFAULT"  # torchvision weights of the backbone: DEFAULT or IMAGENET1K_V1
-    # RanPAC-style heads (ranpac, ranpac-layer, adapt, ...): random ReLU features M; their
-    # statistics are M×M (8·M² bytes in float64), so it is bounded by MAX_PROJECTION_DIM
-    projection_dim: int = DEFAULT_PROJECTION_DIM
-    # class-IL runs: every method also evaluated task-incrementally (the same training under
-    # the task mask, benchmarks/protocol/task_il.py): the task-IL rows without a second training
-    task_il: bool = False
-    # the class order (class/task-IL) and shards (data-IL) drawn per seed, with data seed
-    # ``--data-seed + seed``, so that the seeds' spread includes them (False: one for every seed)
-    order_by_seed: bool = False
 
     def __post_init__(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -129,40 +90,19 @@ class RunConfig:
         return f"{self.scenario}-{self.dataset}-{self.tasks}-{self.freeze_until}"
 
 
-@dataclass(frozen=True)
+@with_settings("invocation", frozen=True)
 class Options:
-    """What applies to every run of one invocation of the runner."""
-
-    data_root: Optional[str] = None  # folder holding a folder dataset (Caltech-256, ...)
-    weights: Optional[str] = None  # local state-dict file of the backbone's ImageNet weights
-    data_seed: int = 0  # class order (class/task-IL) and random shards (data-IL)
-    device: str = "cpu"
-    out: Optional[str] = None
-    verbose: bool = False
-    loggers: Tuple[str, ...] = ("csv",)  # avalanche_tmc.loggers.LOGGERS
-    bn_data: str = "none"
-    parallel: int = 1  # gloo processes per method group (benchmarks.runner.gloo_training)
-    jobs: int = 1  # (seed, method group) pairs trained at once, each in its own process
-    threads: Optional[int] = None  # intra-op threads of every piece (None: one, benchmarks.networks.threads)
-    restart: bool = False
-    deterministic: bool = False
-    workers: int = 0  # DataLoader worker processes for image datasets (0: the main process)
-    amp: Optional[str] = None  # "bf16" or "fp16": forwards under torch.autocast (AutocastPlugin)
-    amp_init_scale: Optional[float] = None  # fp16: the GradScaler's first scale (None: AutocastPlugin's)
-    progress: Optional[bool] = None  # a line per epoch with images/s and an ETA (None: for image runs)
-    decoded_cache: bool = False  # image folders: decode and resize each file once (datasets.loading.decode_once)
-    plot_formats: Tuple[str, ...] = ("png",)  # the report's plots (benchmarks.protocol.choices.PLOT_FORMATS)
+    """What applies to every run of one invocation of the runner: the invocation settings
+    of :data:`benchmarks.protocol.settings.SETTINGS`."""
 
 
 def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,
                  bn_batches: Optional[Sequence[Any]] = None) -> TrainConfig:
-    """What every method of ``run`` trains with for ``seed``."""
-    return TrainConfig(num_classes=num_classes, epochs=run.epochs, batch_size=run.batch_size,
-                       lr_tangent=run.lr_tangent, lr=run.lr, beta=run.beta, milestones=run.milestones,
-                       decay_at=run.decay_at, device=options.device, seed=seed, tangent_epochs=run.tangent_epochs,
-                       tuned=dict(run.tuned), bn_batches=bn_batches, linearize_from=run.linearize_from,
-                       decay=run.decay, decay_kind=run.decay_kind, tme_beta=run.tme_beta, schedule=run.schedule,
-                       amp=options.amp, amp_init_scale=options.amp_init_scale, projection_dim=run.projection_dim)
+    """What every method of ``run`` trains with for ``seed``: the settings of ``run`` and
+    ``options`` the methods train with (``trains`` in their declaration)."""
+    values = {s.name: getattr(run if s.scope == "run" else options, s.name) for s in settings_of("train")}
+    values["tuned"] = dict(values["tuned"])
+    return TrainConfig(num_classes=num_classes, seed=seed, bn_batches=bn_batches, **values)
 
 
 def loader_options(options: Options) -> Dict[str, Any]:
@@ -175,17 +115,13 @@ def loader_options(options: Options) -> Dict[str, Any]:
 
 def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     """Everything that decides a (run, seed)'s results, for the names of its progress files
-    (a re-run with other settings never picks up a stale result)."""
-    key = {k: v for k, v in dataclasses.asdict(run).items() if k != "seeds"}
-    if key["projection_dim"] == DEFAULT_PROJECTION_DIM:
-        del key["projection_dim"]  # so the folders and progress files of earlier versions still match
-    if not key["order_by_seed"]:
-        del key["order_by_seed"]  # likewise
-    key.update(seed=seed, data_seed=options.data_seed, weights=options.weights, data_root=options.data_root,
-               bn_data=options.bn_data, parallel=options.parallel, deterministic=options.deterministic,
-               amp=options.amp)
-    if options.amp_init_scale is not None:  # absent when unset: earlier folders' progress files still match
-        key["amp_init_scale"] = options.amp_init_scale
+    (a re-run with other settings never picks up a stale result): the settings whose
+    declaration keeps them in the key (some only away from their default, so that the
+    folders of earlier versions still match)."""
+    key = {s.name: copy.deepcopy(getattr(run, s.name)) for s in settings_of("run") if s.in_key(getattr(run, s.name))}
+    key["seed"] = seed
+    key.update({s.name: getattr(options, s.name) for s in settings_of("invocation")
+                if s.in_key(getattr(options, s.name))})
     if (options.threads or ARITHMETIC_THREADS) != ARITHMETIC_THREADS:  # other rounding: never mixed with one thread's
         key["threads"] = options.threads
     return key

@@ -72,7 +72,7 @@ def test_runner_accepts_good_arguments():
 
     args = run.parse_args(["--beta", "5", "--epochs", "2", "--lr-tangent", "1e-3", "--lr", "0.05",
                            "--milestones", "10,15"])
-    assert (args.beta, args.epochs, args.lr_tangent, args.lr, args.milestones) == (5.0, 2, 1e-3, 0.05, "10,15")
+    assert (args.beta, args.epochs, args.lr_tangent, args.lr, args.milestones) == (5.0, 2, 1e-3, 0.05, (10, 15))
 
 
 def test_report_files_are_written_atomically(tmp_path, monkeypatch):
