@@ -2,7 +2,8 @@
 
 The names below are imported on first use (PEP 562), so ``import avalanche_tmc`` and the
 ``avalanche-tmc`` command line start in a fraction of a second: torch and Avalanche load
-when a name that needs them is first touched.
+when a name that needs them is first touched. Importing the package changes nothing in the
+process (no warning filter, no registration): the command lines install their own policy.
 """
 
 from . import _safe_path
@@ -12,14 +13,9 @@ if _safe_path.running_as_main(__name__):  # `python -m avalanche_tmc[.cli]`: bef
 
 import importlib  # noqa: E402
 import os  # noqa: E402
-import warnings  # noqa: E402
 from typing import TYPE_CHECKING, Dict  # noqa: E402
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
-
-# Avalanche imports qpsolvers (for its GEM plugin) at start-up, which warns when no QP
-# solver is installed; nothing here uses one. Only that message from that package is hidden.
-warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
     from .composition.additive import AdditiveComposition
@@ -93,7 +89,10 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
 
 def _lazy_names() -> Dict[str, str]:
     """Public name -> the submodule defining it, read from the ``TYPE_CHECKING`` imports above
-    (one list of imports, for type checkers, the API reference and the lazy loader alike)."""
+    (one list of imports, for type checkers, the API reference and the lazy loader alike; a
+    runtime copy would be a third list beside them and ``__all__``, which the API reference
+    and type checkers read statically). Reads this file once, on the first attribute access;
+    changes nothing in the process."""
     import ast  # here, not at the top: nothing beyond the start-up's modules is imported before `-m` drops the cwd
 
     with open(os.path.join(os.path.dirname(__file__), "__init__.py"), encoding="utf-8") as f:
@@ -112,10 +111,6 @@ def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    if _LAZY[name].startswith(".training.strategies"):
-        # a strategy writes and reads its components through the store that files/ registers
-        # (strategies know nothing of files: training/protocols.py, ComponentStore)
-        importlib.import_module(".files", __name__)
     globals()[name] = value
     return value
 

@@ -17,10 +17,14 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-if __name__ == "__main__" and {"-h", "--help"} & set(sys.argv[1:]):  # the help, before torch and Avalanche load
-    from benchmarks.runner.arguments import build_parser
+if __name__ == "__main__":  # the command's warning policy and its help, before torch and Avalanche load
+    from benchmarks.runner import notices
 
-    build_parser().parse_args()
+    notices.install()
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        from benchmarks.runner.arguments import build_parser
+
+        build_parser().parse_args()
 
 import torch
 
@@ -31,7 +35,7 @@ from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
 from benchmarks.networks.threads import available_cores
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
-from benchmarks.runner import notices, terminal
+from benchmarks.runner import terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.runner.epoch_log import groups_progress
@@ -392,5 +396,4 @@ def _main(argv: Optional[Sequence[str]], out: List[str]) -> List[Dict[str, Any]]
 
 
 if __name__ == "__main__":
-    notices.install()
     sys.exit(terminal.interruptible(main))

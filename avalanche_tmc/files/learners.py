@@ -17,7 +17,7 @@ from torch import Tensor
 from ..composition.additive import AdditiveComposition
 from ..composition.statistics import STAT_KEYS
 from ..tangent import TangentModel
-from ..training.protocols import ComposableLearner, learner_device, register_component_store
+from ..training.protocols import ComposableLearner, learner_device
 from .arithmetic import _check_distinct, _merge_members, _numbers_of, compose_components
 from .bases import check_same_base, model_reference, statistics_base, tangent_base
 from .component import Component, IncompatibleComponentsError, _component
@@ -153,7 +153,8 @@ class ComponentFiles:
     """The :class:`~avalanche_tmc.training.protocols.ComponentStore` of component files: what
     a strategy's ``component_dir`` writes (one ``experience-<id>.safetensors`` per
     component, with its base, classes and training settings) and its ``load_components``
-    reads (:func:`components_for`). Registered when this package is imported."""
+    reads (:func:`components_for`): the store strategies use unless another is registered
+    (``avalanche_tmc.training.protocols.DEFAULT_COMPONENT_STORE``)."""
 
     def write_component(self, strategy: ComposableLearner, key: Any, tensors: Mapping[str, Tensor], weight: float,
                         classes: Optional[Mapping], path: str, *, overwrite: bool) -> None:
@@ -167,5 +168,3 @@ class ComponentFiles:
         """:func:`components_for` the strategy's model."""
         return components_for(paths, strategy.model, learned, key=key)
 
-
-register_component_store(ComponentFiles())

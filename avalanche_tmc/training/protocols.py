@@ -14,9 +14,11 @@ code asks ``isinstance(x, Protocol)`` of a declared contract instead of guessing
   (parallel training, component and learned-state files): the small protocol through which
   persistence and distribution act on a strategy, so that strategies know nothing of them;
 * :class:`ComponentStore`: where a strategy's ``component_dir`` and ``load_components``
-  hand their work (component files, provided and registered by :mod:`avalanche_tmc.files`).
+  hand their work (by default the component files of :mod:`avalanche_tmc.files`, named in
+  :data:`DEFAULT_COMPONENT_STORE` and imported on first use).
 """
 
+import importlib
 from typing import Any, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, runtime_checkable
 
 import torch
@@ -26,7 +28,7 @@ from ..composition.additive import AdditiveComposition
 
 __all__ = [
     "TrainingStrategy", "RollbackPart", "RollbackLearner", "ComposableLearner", "learner_device", "ComponentStore",
-    "register_component_store", "component_store",
+    "register_component_store", "component_store", "DEFAULT_COMPONENT_STORE",
 ]
 
 
@@ -139,9 +141,8 @@ class ComposableLearner:
 class ComponentStore(Protocol):
     """Where a strategy's components are written and read back: what a strategy's
     ``component_dir`` and ``load_components`` hand their work to, so that strategies know
-    nothing of files. :mod:`avalanche_tmc.files` provides it (component files, registered
-    with :func:`register_component_store` when it is imported; importing a strategy from
-    ``avalanche_tmc`` imports it)."""
+    nothing of files. :mod:`avalanche_tmc.files` provides the default one (component files,
+    :data:`DEFAULT_COMPONENT_STORE`); :func:`register_component_store` replaces it."""
 
     def write_component(self, strategy: Any, key: Hashable, tensors: Mapping[str, torch.Tensor], weight: float,
                         classes: Optional[Mapping[int, Iterable[int]]], path: str, *, overwrite: bool) -> None:
@@ -156,19 +157,24 @@ class ComponentStore(Protocol):
 
 
 _STORES: List[ComponentStore] = []
+DEFAULT_COMPONENT_STORE = ("avalanche_tmc.files.learners", "ComponentFiles")
+"""The store used when none is registered: the component files of :mod:`avalanche_tmc.files`,
+named here and imported on a strategy's first write or read (so that strategies import
+nothing of files, and importing either package registers nothing)."""
 
 
 def register_component_store(store: ComponentStore) -> None:
-    """Make ``store`` the one strategies write their components to and read them from."""
+    """Make ``store`` the one strategies write their components to and read them from
+    (instead of :data:`DEFAULT_COMPONENT_STORE`)."""
     if not isinstance(store, ComponentStore):
         raise TypeError(f"{store!r} does not implement ComponentStore (write_component, read_components).")
     _STORES[:] = [store]
 
 
 def component_store() -> ComponentStore:
-    """The registered :class:`ComponentStore`; refused with what to do when none is."""
+    """The registered :class:`ComponentStore`, else the component files of
+    :data:`DEFAULT_COMPONENT_STORE` (registered on this first use)."""
     if not _STORES:
-        raise RuntimeError("No component store is registered: component files are written and read by "
-                           "avalanche_tmc.files; `import avalanche_tmc.files` first (importing the strategy from "
-                           "avalanche_tmc does it).")
+        module, name = DEFAULT_COMPONENT_STORE
+        register_component_store(getattr(importlib.import_module(module), name)())
     return _STORES[0]
