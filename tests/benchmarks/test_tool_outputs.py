@@ -187,7 +187,7 @@ def quick_check(monkeypatch):
     """The dry run with every step and input faked: what is left is the report's writing."""
     monkeypatch.setattr(gpu_check, "_prepare_inputs", lambda workdir, dry_run: None)
     monkeypatch.setattr(gpu_check, "run_step", lambda step, env: gpu_check.StepResult(step, 0, 0.1, ""))
-    monkeypatch.setattr(gpu_check, "_gpu_hours", lambda speed, env: "")
+    monkeypatch.setattr(gpu_check, "_gpu_hours", lambda speed, env, steady=None: "")
 
 
 @pytest.mark.parametrize("what", ["a file", "a symlink loop"])
