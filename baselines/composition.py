@@ -20,6 +20,9 @@ to the classes of each sample's task *after* combining, as
 Use it with a plain ``nn.Module`` that has one fixed head over all classes (the model
 passed in already carries the new head); Avalanche's ``MultiTaskModule`` and
 ``IncrementalClassifier`` are not supported.
+
+The three are registered in the library's strategy registry as ``soup``, ``ens-l`` and
+``ens-sm`` by ``baselines/__init__.py``, which imports this module only when one is built.
 """
 
 from collections import OrderedDict
@@ -35,7 +38,6 @@ from torch.optim import Optimizer
 
 from avalanche_tmc.composition.ensemble import log_softmax_ensemble, logit_ensemble
 from avalanche_tmc.training.plugins.composition import CompositionPlugin
-from avalanche_tmc.training.registry import register_strategy
 
 __all__ = [
     "COMBINE_MODES", "StateDict", "average_state_dicts", "IndependentFineTunePlugin", "IndependentFineTuneStrategy",
@@ -238,15 +240,3 @@ class IndependentFineTuneStrategy(SupervisedTemplate):
         """Experience id -> fine-tuned state dict."""
         return self.fine_tune_plugin.fine_tuned
 
-
-def _independent(combine: str):
-    def build(network: nn.Module, **options) -> IndependentFineTuneStrategy:
-        return IndependentFineTuneStrategy(model=network, combine=combine, **options)
-
-    return build
-
-
-for _combine, _what in (("soup", "the weight average"), ("ens-l", "the logit ensemble"),
-                        ("ens-sm", "the softmax ensemble")):
-    register_strategy(_combine, family="non-linear", description=f"independent fine-tunes per experience, {_what} "
-                      "(switch with strategy.combine)")(_independent(_combine))

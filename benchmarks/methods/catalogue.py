@@ -1,14 +1,17 @@
 """The registered method groups, in the order of the results table: one
 :func:`~benchmarks.methods.registry.register_method` entry per group (and its test).
-Imported with :mod:`benchmarks.methods`; Avalanche and ``baselines`` are imported only when
-a strategy is built, so that the rows read without them."""
+Imported with :mod:`benchmarks.methods`; Avalanche's baselines are one group each, made
+from their ``@baseline`` entries in ``baselines/builtin.py`` (which imports neither torch nor
+Avalanche). Avalanche and the rest of ``baselines`` are imported only when a strategy is
+built, so that the rows read without them."""
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Sequence, Tuple
 
 from torch import nn
 from torch.func import functional_call
 
-from avalanche_tmc.training import registry as strategies  # standard library only
+from avalanche_tmc.training.registry import create_strategy  # standard library only
+from baselines.builtin import Baseline, on_baseline  # neither torch nor Avalanche; registers every baseline's strategy
 from benchmarks.methods.builders import (
     adaptation_candidates,
     decay_arguments,
@@ -31,19 +34,9 @@ from benchmarks.methods.registry import (
 from benchmarks.methods.train_config import TrainConfig
 
 if TYPE_CHECKING:
-    from avalanche.training.templates import SupervisedTemplate
-
     from avalanche_tmc import Adaptation
 
 __all__ = ["group_named", "groups_for"]
-
-
-def create_strategy(name: str, network: nn.Module, **options: Any) -> "SupervisedTemplate":
-    """The strategy registry's ``name``, with ``baselines`` imported first (importing it
-    registers Avalanche's strategies; here, only once a strategy is built)."""
-    import baselines  # noqa: F401
-
-    return strategies.create_strategy(name, network, **options)
 
 
 def _tangent(strategy: str, swap_beta: bool = False, own_tme_beta: bool = False) -> Builder:
@@ -88,25 +81,23 @@ def _statistics(strategy: str) -> Builder:
     return build
 
 
-def _register_builtin(row: Row, *, tangent: bool = False, joint: bool = False, task_aware: bool = False,
-                      cost: int = 1, tuning: str = "family") -> None:
-    """Register Avalanche's strategy ``row.name`` (one of ``baselines.BUILTIN_METHODS``, built
-    from the strategy registry) as a one-row group; ``tangent``: trained with the tangent
-    learning rate."""
-    def build(top, cfg, common):
-        from baselines import BUILTIN_METHODS
+def _register_baseline(baseline: Baseline) -> None:
+    """Register Avalanche's baseline ``baseline`` (a ``@baseline`` entry of
+    ``baselines/builtin.py``, built from the strategy registry) as a one-row group, with the
+    row, cost and tuning its entry declares; a tangent one trains with the tangent learning rate."""
+    name, tangent = baseline.name, baseline.tangent
 
-        if row.name not in BUILTIN_METHODS:
-            raise ValueError(f"{row.name!r} is not one of baselines.BUILTIN_METHODS {BUILTIN_METHODS}.")
+    def build(top, cfg, common):
         net = tangent_base(top, cfg) if tangent else with_new_head(top, cfg)
         extra = dict(start_at=linearize_start(cfg.linearize_from, net)) if tangent and cfg.linearize_from else {}
         if tangent and cfg.decay > 0:
             extra["plugins"] = [delta_decay_plugin(cfg)]
-        return create_strategy(row.name, net, lr=cfg.lr_tangent if tangent else cfg.lr, mem_size=cfg.mem_size,
+        return create_strategy(name, net, lr=cfg.lr_tangent if tangent else cfg.lr, mem_size=cfg.mem_size,
                                beta=cfg.beta, **extra, **common)
 
-    register_method(row.name, row, joint=joint, family="tangent" if tangent else "non-linear",
-                    task_aware=task_aware or joint, cost=cost, tuning=tuning)(build)
+    row = Row(name, baseline.label, baseline.memory, replay=baseline.replay)
+    register_method(name, row, joint=baseline.joint, family="tangent" if tangent else "non-linear",
+                    task_aware=baseline.task_aware or baseline.joint, cost=baseline.cost, tuning=baseline.tuning)(build)
 
 
 # ------------------------------------------------------------------------ registry
@@ -211,13 +202,5 @@ register_method("adapt", Row("adapt-ridge", "Adapt+RanPAC (first-session adaptat
                 family="training-free", describe=_describe_adaptation, cost=4)(_first_session(adaptation_candidates))
 
 
-_BUFFER_COST = "O(1) + buffer 300"
-_PARAGON = "all data at once (paragon)"
-_register_builtin(Row("naive", "Naive", "O(1)"), cost=2)
-_register_builtin(Row("er", "ER", _BUFFER_COST, replay="300 samples"), cost=5, tuning="self")
-_register_builtin(Row("lwf", "LwF", "O(1)"), task_aware=True, cost=5)
-_register_builtin(Row("ewc", "EWC", "O(1), 2x params"), cost=5)
-_register_builtin(Row("der", "DER", _BUFFER_COST, replay="300 samples + logits"), cost=6, tuning="self")
-_register_builtin(Row("joint", "Joint", "O(1)", replay=_PARAGON), joint=True, cost=3, tuning="self")
-_register_builtin(Row("joint-tangent", "Joint-Tangent", "O(1)", replay=_PARAGON), tangent=True, joint=True, cost=3,
-                  tuning="self")
+# Avalanche's baselines close the table, in their registration order (and any registered later).
+on_baseline(_register_baseline)

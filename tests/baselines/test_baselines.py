@@ -327,16 +327,27 @@ def test_composition_plugins_share_one_public_skeleton():
 
 def test_one_decorator_adds_a_baseline_everywhere(monkeypatch):
     """Issue 49: an Avalanche baseline is one ``@baseline`` entry; the library's registry, the
-    defaults and ``make_builtin_strategy`` read it."""
+    defaults, ``make_builtin_strategy`` and the benchmark tables (its row, cost and tuning)
+    read it, also when it is registered after the tables were."""
     from avalanche.training.supervised import Naive
 
     from avalanche_tmc.training import registry
     from baselines import builtin
+    from benchmarks import methods
+    from benchmarks.methods import TrainConfig, catalogue
+    from benchmarks.methods import registry as method_registry
+    from benchmarks.methods.strategy import build_strategy
 
-    monkeypatch.setattr(builtin, "_BASELINES", dict(builtin._BASELINES))
-    monkeypatch.setattr(registry, "_STRATEGIES", dict(registry._STRATEGIES))
+    tables = [((builtin,), "_BASELINES"), ((builtin,), "DEFAULTS"), ((registry,), "_STRATEGIES"),
+              ((method_registry, catalogue), "_GROUPS"), ((method_registry, catalogue), "_ROWS"),
+              ((method_registry,), "_JOINT_ROWS")]
+    for modules, name in tables:  # copies, restored afterwards (the catalogue holds the registry's tables too)
+        copied = type(getattr(modules[0], name))(getattr(modules[0], name))
+        for module in modules:
+            monkeypatch.setattr(module, name, copied)
 
-    @builtin.baseline("naive-twice", description="Naive, two epochs", defaults={"epochs": 2})
+    @builtin.baseline("naive-twice", description="Naive, two epochs", defaults={"epochs": 2}, label="Naive twice",
+                      memory="O(1) (twice)", replay="none yet", cost=4, tuning="self")
     def _twice(common, hp, plugins, **_):
         return Naive(plugins=plugins, **dict(common, train_epochs=hp["epochs"]))
 
@@ -347,5 +358,27 @@ def test_one_decorator_adds_a_baseline_everywhere(monkeypatch):
     assert isinstance(strategy, Naive) and strategy.train_epochs == 5
     assert any(isinstance(p, TaskMaskPlugin) for p in strategy.plugins)
     assert builtin.make_builtin_strategy("naive-twice", model=net).train_epochs == 2
+    assert builtin.DEFAULTS["naive-twice"] == {"epochs": 2} and builtin.BUILTIN_METHODS[-1] == "naive-twice"
+
+    group = methods.group_named("naive-twice")
+    assert methods.method_names()[-1] == "naive-twice"
+    assert group.rows == (methods.Row("naive-twice", "Naive twice", "O(1) (twice)", replay="none yet"),)
+    assert (group.family, group.cost, group.tuning, group.joint, group.task_aware) == ("non-linear", 4, "self",
+                                                                                       False, False)
+    built = build_strategy(group, TinyResNet(num_classes=3), TrainConfig(num_classes=5, milestones=(1,)),
+                           EvaluationPlugin(loggers=[]))
+    assert isinstance(built, Naive) and built.train_epochs == 2
     with pytest.raises(ValueError, match="already registered"):
-        builtin.baseline("naive-twice", description="again")(_twice)
+        builtin.baseline("naive-twice", description="again", label="Again", memory="O(1)")(_twice)
+
+
+def test_the_composition_baselines_are_registered_without_importing_them():
+    """``import baselines`` registers soup, ens-l and ens-sm; each builds the composition
+    baseline its name says (one name per ``COMBINE_MODES`` entry)."""
+    from avalanche_tmc.training.registry import create_strategy, strategy_spec
+
+    for mode in COMBINE_MODES:
+        assert strategy_spec(mode).family == "non-linear"
+        built = create_strategy(mode, torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3)),
+                                evaluator=evaluator())
+        assert isinstance(built, IndependentFineTuneStrategy) and built.combine == mode

@@ -108,13 +108,22 @@ def test_register_method_refuses_duplicates_and_inconsistent_groups(monkeypatch)
     assert method_info("new") == ("New", "O(1) (new)", "none", True)
 
 
-def test_builtin_rows_must_name_an_avalanche_baseline(monkeypatch):
-    """Checked when the strategy is built (the registry imports no Avalanche, nor baselines)."""
-    monkeypatch.setattr(registry, "_GROUPS", dict(registry._GROUPS))
-    monkeypatch.setattr(registry, "_ROWS", dict(registry._ROWS))
-    catalogue._register_builtin(Row("icarl", "iCaRL", "O(1)"))
-    with pytest.raises(ValueError, match="BUILTIN_METHODS"):
-        registry._GROUPS["icarl"].build(None, None, {})
+def test_each_avalanche_baseline_is_the_group_its_entry_declares():
+    """The baselines' groups are made from their ``@baseline`` entries (baselines/builtin.py):
+    one group each, in their order, closing the table, with the entry's row and settings."""
+    from baselines.builtin import registered_baselines
+
+    entries = registered_baselines()
+    groups = {g.name: g for g in method_groups()}
+    assert [e.name for e in entries] == list(BUILTIN_METHODS) == [g.name for g in method_groups()][-len(entries):]
+    for entry in entries:
+        group = groups[entry.name]
+        assert group.rows == (Row(entry.name, entry.label, entry.memory, replay=entry.replay),)
+        assert (group.cost, group.tuning, group.joint) == (entry.cost, entry.tuning, entry.joint)
+        assert group.family == ("tangent" if entry.tangent else "non-linear")
+        assert group.task_aware == (entry.task_aware or entry.joint)
+    assert methods.method_row("der") == Row("der", "DER", "O(1) + buffer 300", replay="300 samples + logits")
+    assert [g.name for g in method_groups() if g.task_aware] == ["lwf", "joint", "joint-tangent"]
 
 
 def test_the_adaptation_setting_says_what_was_chosen_or_that_there_was_no_choice():
