@@ -2,7 +2,9 @@
 registry (:mod:`.registry`: rows, groups, tuning units), the registered groups
 (:mod:`.catalogue`, imported here so that every row is registered once this package is),
 what their strategies share (:mod:`.builders`) and how the runner builds one
-(:mod:`.strategy`). Importing this package imports neither Avalanche nor ``baselines``."""
+(:mod:`.strategy`). Importing this package imports no Avalanche: of ``baselines`` only
+``baselines.builtin``, whose entries (each baseline's table row beside its builder) are
+light until a strategy is built."""
 
 from benchmarks.methods import catalogue  # noqa: F401  (registers every group)
 from benchmarks.methods.catalogue import group_named, groups_for
