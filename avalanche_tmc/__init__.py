@@ -2,8 +2,8 @@
 
 The names below are imported on first use (PEP 562), so ``import avalanche_tmc`` and the
 ``avalanche-tmc`` command line start in a fraction of a second: torch and Avalanche load
-when a name that needs them is first touched. Importing the package changes nothing in the
-process (no warning filter, no registration): the command lines install their own policy.
+when a name that needs them is first touched. Importing the package registers nothing and
+adds one warning filter (below), for a third-party message only.
 """
 
 from . import _safe_path
@@ -13,9 +13,16 @@ if _safe_path.running_as_main(__name__):  # `python -m avalanche_tmc[.cli]`: bef
 
 import importlib  # noqa: E402
 import os  # noqa: E402
+import warnings  # noqa: E402
 from typing import TYPE_CHECKING, Dict  # noqa: E402
 
 import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvision import on a CPU-only torch)
+
+# The one thing importing the package does beyond defining names: Avalanche imports qpsolvers
+# (for its GEM plugin), which warns when no QP solver is installed; nothing here uses one.
+# That message, from that package, is hidden, so that importing the library prints no
+# third-party warning (tests/test_clean_install.py); no other filter, nothing registered.
+warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
     from .composition.additive import AdditiveComposition

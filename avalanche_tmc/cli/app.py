@@ -15,10 +15,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code (see :data:`~avalanche_tmc.cli.exits.EXIT_CODES`)."""
     import warnings
 
-    # Avalanche imports qpsolvers (for its GEM plugin), which warns when no QP solver is
-    # installed; no command uses one. The command's policy, not the library's (importing
-    # avalanche_tmc adds no filter).
-    warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
+    # (Avalanche's qpsolvers warning is filtered by avalanche_tmc/__init__.py, precisely)
     warnings.filterwarnings("ignore", message="No loggers specified", category=UserWarning, module="avalanche")
     args = build_parser().parse_args(argv)  # before the heavy imports: --help and usage errors answer at once
     try:
