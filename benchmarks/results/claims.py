@@ -55,7 +55,7 @@ from benchmarks.results.machine_moves import machine_margin, measured_moves
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
-           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells"]
+           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells", "verdict_counts"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -222,6 +222,25 @@ def judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str
     return cells, len(family), reason
 
 
+def verdict_counts(cells: Mapping[Tuple[str, RunKey], Mapping[str, object]]) -> Dict[str, int]:
+    """How many cells of a table (:func:`judged_cells`) end in each verdict, in the order
+    holds, fails, equivalent, not resolved across machines, not resolved (after Holm or at
+    its seeds); a cell counted once under the claim it repeats is counted here too."""
+    order = (HOLDS, FAILS, EQUIVALENT, ACROSS_MACHINES, NOT_RESOLVED)
+    counts = dict.fromkeys(order, 0)
+    for cell in cells.values():
+        counts[str(cell["verdict"])] = counts.get(str(cell["verdict"]), 0) + 1
+    return counts
+
+
+def _counts_line(cells: Mapping[Tuple[str, RunKey], Mapping[str, object]], m: int) -> str:
+    counts = verdict_counts(cells)
+    repeats = sum(1 for cell in cells.values() if cell["repeats"] is not None)
+    shown = ", ".join(f"{n} {'hold' if verdict == HOLDS and n != 1 else verdict}" for verdict, n in counts.items())
+    return (f"Of the table's {len(cells)} judged cells (m = {m} in the family, {repeats} counted once "
+            f"under the claim they repeat): {shown}.")
+
+
 def _level(level: float) -> str:
     return f"{100 * level:.4g}%"
 
@@ -304,4 +323,4 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
             "(benchmarks/results/machine_moves.py)."
             " Verdicts need at least "
             f"{MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience of every trained row.")
-    return "\n".join(header + lines + ["", note]) + "\n"
+    return "\n".join(header + lines + ["", note, "", _counts_line(cells, m)]) + "\n"

@@ -376,6 +376,11 @@ def test_a_claim_whose_holm_interval_lies_within_delta_is_equivalent_unless_a_ma
     assert ewc["verdict"] == HOLDS
     table = verdict_table(_rows(finals))
     assert "**equivalent** (within ±2)" in table and "**equivalent** when the Holm interval lies inside ±2" in table
+    # the count under the table, by hand: TMC > EWC and the best replay-free claim that repeats it
+    # hold, TMC-Seq equivalent, Soup across machines
+    assert table.rstrip().endswith("Of the table's 4 judged cells (m = 3 in the family, 1 counted once under the claim "
+                                   "they repeat): 2 hold, 0 fails, 1 equivalent, 1 not resolved across machines, "
+                                   "0 not resolved.")
     # the same difference, but too noisy at 5 seeds for its Holm interval to fit inside ±2: not resolved
     noisy = dict(finals, **{"tmc-seq": [a - d for a, d in zip(tmc, (0.03, -0.03, 0.02, -0.02, 0.0))]})
     assert {r["claim"]: r for r in verdict_rows(_rows(noisy))}["TMC > TMC-Seq (class-IL)"]["verdict"] == NOT_RESOLVED
