@@ -27,8 +27,8 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "regime_panels",
-    "csv_kind", "kind_columns", "check_columns",
+    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "CONFIRMATION_COLUMNS",
+    "regime_panels", "csv_kind", "kind_columns", "check_columns",
 ]
 
 Row = Mapping[str, object]
@@ -57,6 +57,9 @@ COST_COLUMNS: Tuple[str, ...] = ("tier", "module", "tests", "seconds")  # benchm
 SEED_COUNT_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.seed_count
     "dataset", "scenario", "tasks", "regime", "claim", "rival", "pilot_seeds", "difference", "paired_std",
     "pilot_verdict", "family", "cap", "delta", "seeds_needed", "decides")
+CONFIRMATION_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.confirmation
+    "dataset", "scenario", "tasks", "regime", "claim", "rival", "pilot_seeds", "pilot_verdict", "seeds", "difference",
+    "holm_low", "holm_high", "verdict", "repeats", "family", "cap", "seeds_needed", "decides")
 MAP_COLUMNS: Tuple[str, ...] = (  # the premise map (benchmarks.results.premise)
     "input", "dataset", "scenario", "tasks", "regime", "seeds", "joint", "joint_tangent", "tmc", "tmc_fc",
     "gap", "gap_low", "gap_high", "loss", "loss_low", "loss_high", "gain", "gain_low", "gain_high", "premise",
@@ -66,7 +69,7 @@ GPU_HOURS_COLUMNS: Tuple[str, ...] = (  # benchmarks.tools.gpu_hours
     "preset", "train_images", "test_images", "work", "seeds", "hours_per_seed", "hours", "images_per_second",
     "tangent_ratio")
 KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count",
-                          "gpu-hours")
+                          "gpu-hours", "confirmation")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -221,7 +224,7 @@ def kind_columns(kind: str) -> Tuple[str, ...]:
     """The columns every file of ``kind`` (:data:`KINDS`) has."""
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS, "spread": SPREAD_COLUMNS,
             "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS,
-            "gpu-hours": GPU_HOURS_COLUMNS}[kind]
+            "gpu-hours": GPU_HOURS_COLUMNS, "confirmation": CONFIRMATION_COLUMNS}[kind]
 
 
 def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:

@@ -209,7 +209,8 @@ def generated_block(path: PathLike) -> str:
     :func:`tuning_table` of a tuning CSV, :func:`variance_table` of a variance CSV,
     :func:`benchmarks.results.tables.spread_table` of a machine comparison or
     :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs or
-    :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours."""
+    :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours or
+    :func:`benchmarks.results.confirmation.confirmation_table` of a confirmatory run against its pilot."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     check_columns(path, kind)
     if kind == "spread":
@@ -228,5 +229,9 @@ def generated_block(path: PathLike) -> str:
         return seed_count_table(read_seed_counts(Path(path)))
     if kind == "gpu-hours":
         return gpu_hours_table(read_gpu_hours(Path(path)))
+    if kind == "confirmation":
+        from benchmarks.results.confirmation import confirmation_table, read_confirmation  # (it imports the claims)
+
+        return confirmation_table(read_confirmation(Path(path)))
     missing = missing_runs(Path(path).parent)
     return (incomplete_note(missing) + "\n" if missing else "") + readme_block(read_csv(path))

@@ -1,0 +1,161 @@
+"""A confirmatory run against its pilot: per claim and run, the pilot's verdict, the
+confirmatory run's, and, for a claim the confirmatory run leaves open, the seeds its own
+effect would need (:func:`benchmarks.results.seed_count.seeds_needed`).
+
+``python -m benchmarks.results.confirmation docs/results/offline/results.csv
+docs/results/offline-confirm/results.csv --cap 200 --out docs/results/offline-confirm/verdicts.csv``
+writes one row per judged cell of the confirmatory run (:func:`confirmation_rows`);
+``python -m benchmarks.report FILE --readme PAGE`` shows it (:func:`confirmation_table`): the
+cells whose verdict changed, the cells still open with the seeds they would need, and the
+count of each verdict before and after. Nothing here is tuned or chosen on the results: both
+runs are judged by :func:`benchmarks.results.claims.judged_cells`, as their own tables are.
+"""
+
+import argparse
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from benchmarks.results.claims import ACROSS_MACHINES, EQUIVALENT, FAILS, HOLDS, NOT_RESOLVED, judged_cells
+from benchmarks.results.files import (
+    CONFIRMATION_COLUMNS,
+    ReportFileError,
+    Row,
+    read_csv,
+    read_written_csv,
+    run_label,
+    write_rows_csv,
+)
+from benchmarks.results.machine_moves import MachineMoves
+from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, writing
+from benchmarks.results.reading import POINTS, TEXT, Cell
+from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
+
+__all__ = ["COLUMNS", "VERDICTS", "DECIDED", "confirmation_rows", "read_confirmation", "confirmation_table", "main"]
+
+COLUMNS = CONFIRMATION_COLUMNS
+VERDICTS = (HOLDS, FAILS, EQUIVALENT, ACROSS_MACHINES, NOT_RESOLVED)
+DECIDED = (HOLDS, FAILS, EQUIVALENT)
+NOT_RUN = "not run"
+
+
+def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
+                      moves: Optional[Sequence[MachineMoves]] = None) -> List[Dict[str, object]]:
+    """One row per cell the confirmatory run ``confirm`` judges: its difference, Holm interval
+    and verdict, the pilot's verdict of the same claim and run ("not run" when the pilot lacks
+    it), and for a cell it leaves undecided, the seed count (up to ``cap``) at which its own
+    difference and spread would be decided (``moves``: the committed machine comparisons)."""
+    cells, family, reason = judged_cells(confirm)
+    if reason:
+        raise ValueError(f"The confirmatory run gives no verdicts ({reason}).")
+    pilot_cells, _, pilot_reason = judged_cells(pilot)
+    if pilot_reason:
+        raise ValueError(f"The pilot gives no verdicts ({pilot_reason}).")
+    needed = {(r["claim"], (r["dataset"], r["scenario"], r["tasks"], r["regime"])): r
+              for r in seed_count_rows(confirm, cap, moves)}
+    out = []
+    for (claim, run), cell in cells.items():
+        before = pilot_cells.get((claim, run))
+        own = cells[(cell["repeats"], run)] if cell["repeats"] else cell  # a repeat shows its claim's interval
+        count = needed.get((cell["repeats"] or claim, run)) if cell["verdict"] not in DECIDED else None
+        dataset, scenario, tasks, regime = run
+        out.append(dict(
+            dataset=dataset, scenario=scenario, tasks=tasks, regime=regime, claim=claim, rival=cell["rival"] or "",
+            pilot_seeds=before["seeds"] if before else "", pilot_verdict=before["verdict"] if before else NOT_RUN,
+            seeds=cell["seeds"], difference=f"{cell['difference']:.3f}", holm_low=f"{own['adjusted_low']:.3f}",
+            holm_high=f"{own['adjusted_high']:.3f}", verdict=cell["verdict"], repeats=cell["repeats"] or "",
+            family=family, cap=cap, seeds_needed=count["seeds_needed"] if count else "",
+            decides=count["decides"] if count else ""))
+    return out
+
+
+CONFIRMATION_CELLS: Dict[str, Cell] = {
+    "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "claim": TEXT, "rival": Cell(str, empty=True),
+    "pilot_seeds": Cell(int, 2, 1000, empty=True), "pilot_verdict": Cell(str, choices=(*VERDICTS, NOT_RUN)),
+    "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": POINTS, "holm_high": POINTS,
+    "verdict": Cell(str, choices=VERDICTS), "repeats": Cell(str, empty=True), "family": Cell(int, 1, 100000),
+    "cap": Cell(int, 3, 1000), "seeds_needed": Cell(int, 3, 1000, empty=True),
+    "decides": Cell(str, empty=True, choices=(DIFFERENCE, EQUIVALENCE, NEVER))}
+"""What each cell of a confirmation file holds (differences and intervals in points)."""
+
+
+def read_confirmation(path: Path) -> List[Dict[str, str]]:
+    """The rows of a file written by :func:`main`, every cell checked
+    (:data:`CONFIRMATION_CELLS`; one row per run and claim)."""
+    return read_written_csv(path, "confirmation", COLUMNS, "python -m benchmarks.results.confirmation",
+                            CONFIRMATION_CELLS, ("dataset", "scenario", "tasks", "regime", "claim"))
+
+
+def _counts(rows: Sequence[Dict[str, str]], column: str) -> str:
+    counts = {v: sum(1 for r in rows if r[column] == v) for v in VERDICTS}
+    return ", ".join(f"{n} {'hold' if v == HOLDS and n != 1 else v}" for v, n in counts.items())
+
+
+def _run(r: Dict[str, str]) -> str:
+    return run_label((r["dataset"], r["scenario"], int(r["tasks"]), r["regime"]))
+
+
+def _confirmed(r: Dict[str, str]) -> str:
+    interval = f"{float(r['difference']):+.1f}, Holm [{float(r['holm_low']):+.1f}, {float(r['holm_high']):+.1f}]"
+    return interval + (f" (as \"{r['repeats']}\")" if r["repeats"] else "")
+
+
+def confirmation_table(rows: Sequence[Dict[str, str]]) -> str:
+    """The count of each verdict before and after, then two tables: the cells whose verdict
+    changed, and the cells the confirmatory run leaves open with the seeds each would need."""
+    if not rows:
+        return "The confirmatory run judges no claim.\n"
+    first = rows[0]
+    pilot_seeds = sorted({r["pilot_seeds"] for r in rows if r["pilot_seeds"]})
+    before = f"the pilot's {' or '.join(pilot_seeds)} seeds"
+    after = f"the confirmatory run's {first['seeds']}"
+    decided = [sum(1 for r in rows if r[c] in DECIDED) for c in ("pilot_verdict", "verdict")]
+    lines = [f"Of {len(rows)} cells (a Holm family of m = {first['family']}), decided (holds, fails or equivalent): "
+             f"{decided[0]} at {before}, {decided[1]} at {after}.", "",
+             f"* at {before}: {_counts(rows, 'pilot_verdict')};",
+             f"* at {after}: {_counts(rows, 'verdict')}.", ""]
+    changed = [r for r in rows if r["pilot_verdict"] != r["verdict"]]
+    lines += [f"Verdicts that changed ({len(changed)}):", "",
+              "| Run | Claim | pilot | confirmatory: difference, Holm interval | confirmatory verdict |",
+              "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {_run(r)} | {r['claim']} | {r['pilot_verdict']} | {_confirmed(r)} | **{r['verdict']}** |"
+              for r in changed]
+    still = [r for r in rows if r["verdict"] not in DECIDED]
+    lines += ["", f"Cells the confirmatory run leaves open ({len(still)}), with the seeds at which its own difference "
+              f"and spread would be decided (up to {first['cap']}; Holm's strictest step, the rows' machine margins "
+              "at that count; benchmarks/results/seed_count.py):", "",
+              "| Run | Claim | confirmatory: difference, Holm interval | verdict | seeds needed |",
+              "| --- | --- | --- | --- | --- |"]
+    for r in still:
+        needed = f"{r['seeds_needed']} ({r['decides']})" if r["seeds_needed"] else f"more than {r['cap']}"
+        lines.append(f"| {_run(r)} | {r['claim']} | {_confirmed(r)} | {r['verdict']} | {needed} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Path:
+    """Write the confirmation file of a pilot's and a confirmatory run's results; returns its path."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.results.confirmation", description=__doc__.split("\n\n")[0])
+    p.add_argument("pilot", type=Path, help="the pilot's results.csv")
+    p.add_argument("confirm", type=Path, help="the confirmatory run's results.csv")
+    p.add_argument("--cap", type=int, default=200, help="the most seeds considered for an open cell (default 200)")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    if not 3 <= args.cap <= 1000:
+        p.error(f"--cap must be in 3..1000, got {args.cap}")
+    with one_line(p):
+        check_not_an_input(args.out, {args.pilot: "the pilot's results file",
+                                      args.confirm: "the confirmatory run's results file"})
+        try:
+            rows = confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap)
+        except ValueError as error:
+            raise ReportFileError(str(error)) from None
+        if not rows:
+            raise nothing_to_write(f"no claim of {args.confirm} is judged")
+        with writing(args.out):
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            write_rows_csv(rows, args.out, COLUMNS, kind="confirmation")
+    print(confirmation_table(read_confirmation(args.out)))
+    return args.out
+
+
+if __name__ == "__main__":
+    main()
