@@ -23,10 +23,9 @@ from benchmarks.results.files import (
     read_csv,
     read_written_csv,
     run_label,
-    write_rows_csv,
 )
 from benchmarks.results.machine_moves import MachineMoves
-from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, writing
+from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
 
@@ -148,11 +147,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
             rows = confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap)
         except ValueError as error:
             raise ReportFileError(str(error)) from None
-        if not rows:
-            raise nothing_to_write(f"no claim of {args.confirm} is judged")
-        with writing(args.out):
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            write_rows_csv(rows, args.out, COLUMNS, kind="confirmation")
+        write_tool_rows(args.out, rows, COLUMNS, "confirmation", f"no claim of {args.confirm} is judged")
     print(confirmation_table(read_confirmation(args.out)))
     return args.out
 

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Mapping, Union
 
 from benchmarks.results.reading import ReportFileError, unsafe_cell
 
-__all__ = ["check_not_an_input", "writing", "one_line", "page_text", "nothing_to_write"]
+__all__ = ["check_not_an_input", "writing", "one_line", "page_text", "nothing_to_write", "write_tool_rows"]
 
 PathLike = Union[str, Path]
 
@@ -76,3 +76,16 @@ def page_text(flag: str) -> Callable[[str], str]:
 def nothing_to_write(what: str) -> ReportFileError:
     """The refusal of a tool whose inputs give it nothing to write (``what``: why)."""
     return ReportFileError(f"{what}: nothing to write, so nothing was written.")
+
+
+def write_tool_rows(out: Path, rows, columns, kind: str, nothing: str) -> None:
+    """Write a tool's ``rows`` as a ``kind`` file at ``out`` (its folder made), or refuse them
+    with :func:`nothing_to_write` when there are none (``nothing`` says why); a failed write
+    names ``out`` (:func:`writing`)."""
+    from benchmarks.results.files import write_rows_csv
+
+    if not rows:
+        raise nothing_to_write(nothing)
+    with writing(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_rows_csv(rows, out, columns, kind=kind)

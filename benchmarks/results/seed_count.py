@@ -30,11 +30,10 @@ from benchmarks.results.files import (
     read_csv,
     read_written_csv,
     run_label,
-    write_rows_csv,
 )
 from benchmarks.results.intervals import ALPHA
 from benchmarks.results.machine_moves import MachineMoves, machine_margin, measured_moves
-from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, writing
+from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
 from benchmarks.results.reading import POINTS, TEXT, Cell
 
 __all__ = ["COLUMNS", "DIFFERENCE", "EQUIVALENCE", "NEVER", "seeds_needed", "seed_count_rows", "read_seed_counts",
@@ -156,11 +155,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
             rows = seed_count_rows(read_csv(args.results), args.cap)
         except ValueError as error:
             raise ReportFileError(str(error)) from None
-        if not rows:
-            raise nothing_to_write(f"no claim of {args.results} is in a Holm family")
-        with writing(args.out):
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            write_rows_csv(rows, args.out, COLUMNS, kind="seed-count")
+        write_tool_rows(args.out, rows, COLUMNS, "seed-count", f"no claim of {args.results} is in a Holm family")
     print(seed_count_table(rows))
     return args.out
 
