@@ -46,8 +46,8 @@ def test_the_results_are_shown_where_the_readers_look():
     assert ("README.md", "docs/results/offline-confirm/results.csv") in shown  # the confirmatory run decides
     assert ("docs/results.md", "results/offline-confirm/verdicts.csv") in shown  # and says what changed
     assert ("docs/results.md", "results/machines/spread.csv") in shown  # the cross-machine spread
-    for results_file in ("offline/results.csv", "offline-confirm/results.csv", "offline-tuning/tuning.csv", "variance/variance.csv",
-                         "offline-blocks4/results.csv"):
+    for results_file in ("offline/results.csv", "offline-confirm/results.csv", "offline-tuning/tuning.csv",
+                         "variance/variance.csv", "offline-blocks4/results.csv"):
         assert ("docs/results.md", f"results/{results_file}") in shown, results_file
 
 
