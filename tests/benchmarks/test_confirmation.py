@@ -103,3 +103,16 @@ def test_the_command_writes_the_file_and_refuses_what_cannot_be_confirmed(tmp_pa
     (tmp_path / "edited.csv").write_text(text)
     with pytest.raises(ReportFileError, match="not one of"):
         read_confirmation(tmp_path / "edited.csv")
+
+
+def test_a_difference_is_rounded_once_as_the_verdict_table_rounds_it():
+    """A mean difference of 11.1497 points shows as +11.1, as in the run's own verdict table;
+    stored to 3 decimals (11.150) it showed as +11.2."""
+    from benchmarks.results.claims import verdict_table
+
+    tmc = [0.50, 0.52, 0.51, 0.49]
+    confirm = _rows({"tmc": tmc, "soup": [a - 0.111497 + e for a, e in zip(tmc, (0.01, -0.01, 0.002, -0.002))]})
+    pilot = _rows({"tmc": tmc[:3], "soup": [a - 0.1 for a in tmc[:3]]})
+    row = next(r for r in confirmation_rows(pilot, confirm, cap=50) if r["claim"] == "TMC > Soup")
+    assert f"{float(row['difference']):+.1f}" == "+11.1"
+    assert "| TMC > Soup | +11.1 [" in verdict_table(confirm)
