@@ -60,8 +60,8 @@ def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
         out.append(dict(
             dataset=dataset, scenario=scenario, tasks=tasks, regime=regime, claim=claim, rival=cell["rival"] or "",
             pilot_seeds=before["seeds"] if before else "", pilot_verdict=before["verdict"] if before else NOT_RUN,
-            seeds=cell["seeds"], difference=f"{cell['difference']:.9f}", holm_low=f"{own['adjusted_low']:.9f}",
-            holm_high=f"{own['adjusted_high']:.9f}", verdict=cell["verdict"], repeats=cell["repeats"] or "",
+            seeds=cell["seeds"], difference=repr(float(cell['difference'])), holm_low=repr(float(own['adjusted_low'])),
+            holm_high=repr(float(own['adjusted_high'])), verdict=cell["verdict"], repeats=cell["repeats"] or "",
             family=family, cap=cap, seeds_needed=count["seeds_needed"] if count else "",
             decides=count["decides"] if count else ""))
     return out
