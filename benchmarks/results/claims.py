@@ -55,7 +55,8 @@ from benchmarks.results.machine_moves import machine_margin, measured_moves
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
-           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells", "verdict_counts"]
+           "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells", "verdict_counts", "counts_text",
+           "VERDICT_ORDER"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -222,23 +223,30 @@ def judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str
     return cells, len(family), reason
 
 
-def verdict_counts(cells: Mapping[Tuple[str, RunKey], Mapping[str, object]]) -> Dict[str, int]:
-    """How many cells of a table (:func:`judged_cells`) end in each verdict, in the order
-    holds, fails, equivalent, not resolved across machines, not resolved (after Holm or at
-    its seeds); a cell counted once under the claim it repeats is counted here too."""
-    order = (HOLDS, FAILS, EQUIVALENT, ACROSS_MACHINES, NOT_RESOLVED)
-    counts = dict.fromkeys(order, 0)
-    for cell in cells.values():
-        counts[str(cell["verdict"])] = counts.get(str(cell["verdict"]), 0) + 1
+VERDICT_ORDER = (HOLDS, FAILS, EQUIVALENT, ACROSS_MACHINES, NOT_RESOLVED)
+"""The verdicts a judged cell ends in, in the order the counts name them."""
+
+
+def verdict_counts(verdicts) -> Dict[str, int]:
+    """How many of ``verdicts`` (the verdict of each cell of a table, e.g. from
+    :func:`judged_cells`) are each verdict, in :data:`VERDICT_ORDER`; a cell counted once
+    under the claim it repeats is counted here too."""
+    counts = dict.fromkeys(VERDICT_ORDER, 0)
+    for shown in map(str, verdicts):
+        counts[shown] = counts.get(shown, 0) + 1
     return counts
 
 
+def counts_text(verdicts) -> str:
+    """``"24 hold, 2 fails, 0 equivalent, ..."``: :func:`verdict_counts` in words."""
+    return ", ".join(f"{n} {'hold' if shown == HOLDS and n != 1 else shown}"
+                     for shown, n in verdict_counts(verdicts).items())
+
+
 def _counts_line(cells: Mapping[Tuple[str, RunKey], Mapping[str, object]], m: int) -> str:
-    counts = verdict_counts(cells)
     repeats = sum(1 for cell in cells.values() if cell["repeats"] is not None)
-    shown = ", ".join(f"{n} {'hold' if verdict == HOLDS and n != 1 else verdict}" for verdict, n in counts.items())
     return (f"Of the table's {len(cells)} judged cells (m = {m} in the family, {repeats} counted once "
-            f"under the claim they repeat): {shown}.")
+            f"under the claim they repeat): {counts_text(c['verdict'] for c in cells.values())}.")
 
 
 def _level(level: float) -> str:

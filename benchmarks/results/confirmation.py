@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from benchmarks.results.claims import ACROSS_MACHINES, EQUIVALENT, FAILS, HOLDS, NOT_RESOLVED, judged_cells
+from benchmarks.results.claims import EQUIVALENT, FAILS, HOLDS, VERDICT_ORDER, counts_text, judged_cells
 from benchmarks.results.files import (
     CONFIRMATION_COLUMNS,
     ReportFileError,
@@ -29,10 +29,9 @@ from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
 
-__all__ = ["COLUMNS", "VERDICTS", "DECIDED", "confirmation_rows", "read_confirmation", "confirmation_table", "main"]
+__all__ = ["COLUMNS", "DECIDED", "confirmation_rows", "read_confirmation", "confirmation_table", "main"]
 
 COLUMNS = CONFIRMATION_COLUMNS
-VERDICTS = (HOLDS, FAILS, EQUIVALENT, ACROSS_MACHINES, NOT_RESOLVED)
 DECIDED = (HOLDS, FAILS, EQUIVALENT)
 NOT_RUN = "not run"
 
@@ -69,9 +68,9 @@ def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
 
 CONFIRMATION_CELLS: Dict[str, Cell] = {
     "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "claim": TEXT, "rival": Cell(str, empty=True),
-    "pilot_seeds": Cell(int, 2, 1000, empty=True), "pilot_verdict": Cell(str, choices=(*VERDICTS, NOT_RUN)),
+    "pilot_seeds": Cell(int, 2, 1000, empty=True), "pilot_verdict": Cell(str, choices=(*VERDICT_ORDER, NOT_RUN)),
     "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": POINTS, "holm_high": POINTS,
-    "verdict": Cell(str, choices=VERDICTS), "repeats": Cell(str, empty=True), "family": Cell(int, 1, 100000),
+    "verdict": Cell(str, choices=VERDICT_ORDER), "repeats": Cell(str, empty=True), "family": Cell(int, 1, 100000),
     "cap": Cell(int, 3, 1000), "seeds_needed": Cell(int, 3, 1000, empty=True),
     "decides": Cell(str, empty=True, choices=(DIFFERENCE, EQUIVALENCE, NEVER))}
 """What each cell of a confirmation file holds (differences and intervals in points)."""
@@ -82,11 +81,6 @@ def read_confirmation(path: Path) -> List[Dict[str, str]]:
     (:data:`CONFIRMATION_CELLS`; one row per run and claim)."""
     return read_written_csv(path, "confirmation", COLUMNS, "python -m benchmarks.results.confirmation",
                             CONFIRMATION_CELLS, ("dataset", "scenario", "tasks", "regime", "claim"))
-
-
-def _counts(rows: Sequence[Dict[str, str]], column: str) -> str:
-    counts = {v: sum(1 for r in rows if r[column] == v) for v in VERDICTS}
-    return ", ".join(f"{n} {'hold' if v == HOLDS and n != 1 else v}" for v, n in counts.items())
 
 
 def _run(r: Dict[str, str]) -> str:
@@ -110,8 +104,8 @@ def confirmation_table(rows: Sequence[Dict[str, str]]) -> str:
     decided = [sum(1 for r in rows if r[c] in DECIDED) for c in ("pilot_verdict", "verdict")]
     lines = [f"Of {len(rows)} cells (a Holm family of m = {first['family']}), decided (holds, fails or equivalent): "
              f"{decided[0]} at {before}, {decided[1]} at {after}.", "",
-             f"* at {before}: {_counts(rows, 'pilot_verdict')};",
-             f"* at {after}: {_counts(rows, 'verdict')}.", ""]
+             f"* at {before}: {counts_text(r['pilot_verdict'] for r in rows if r['pilot_verdict'] != NOT_RUN)};",
+             f"* at {after}: {counts_text(r['verdict'] for r in rows)}.", ""]
     changed = [r for r in rows if r["pilot_verdict"] != r["verdict"]]
     lines += [f"Verdicts that changed ({len(changed)}):", "",
               "| Run | Claim | pilot | confirmatory: difference, Holm interval | confirmatory verdict |",
