@@ -25,6 +25,7 @@ import avalanche_tmc_torchvision_fallback  # noqa: F401  (first: lets torchvisio
 warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning, module="qpsolvers")
 
 if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on first use
+    from .arithmetic import ArithmeticNotPinnedError, CpuArithmetic, cpu_arithmetic, pin_cpu_arithmetic
     from .composition.additive import AdditiveComposition
     from .composition.batchnorm import reestimate_batchnorm
     from .composition.deltas import (
@@ -129,6 +130,10 @@ def __dir__():
 __version__ = "0.1.0"
 
 __all__ = [
+    "pin_cpu_arithmetic",
+    "cpu_arithmetic",
+    "CpuArithmetic",
+    "ArithmeticNotPinnedError",
     "TangentModel",
     "TracingError",
     "reestimate_batchnorm",

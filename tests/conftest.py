@@ -12,6 +12,7 @@ import os
 import pytest
 import torch
 
+from benchmarks.networks.arithmetic import runner_arithmetic
 from tests.helpers import (
     BACKEND_VARIABLE,
     DEVICE_VARIABLE,
@@ -22,6 +23,11 @@ from tests.helpers import (
     resolve_backend,
     resolve_device,
 )
+
+# The suite computes as the runner does: the CPU arithmetic pinned to AVX2 before any test
+# runs an operation (AVALANCHE_TMC_ARITHMETIC=native leaves the CPU's own, to see the
+# fingerprint test of tests/benchmarks/test_arithmetic.py fail on an AVX-512 machine).
+ARITHMETIC = runner_arithmetic()
 
 _DEVICE = pytest.StashKey[torch.device]()
 _BACKEND = pytest.StashKey[str]()
@@ -54,7 +60,8 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return f"avalanche-tmc tests on device {config.stash[_DEVICE]}, distributed backend {config.stash[_BACKEND]}"
+    return (f"avalanche-tmc tests on device {config.stash[_DEVICE]}, distributed backend {config.stash[_BACKEND]}; "
+            f"{ARITHMETIC.describe()}")
 
 
 @pytest.fixture(scope="session")

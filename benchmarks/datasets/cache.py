@@ -10,6 +10,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
 
+from benchmarks.networks.arithmetic import arithmetic_key
+
 __all__ = ["CACHE_VERSION", "cache_dir", "default_data_root", "digest", "cached_tensors", "holds_images"]
 
 CACHE_VERSION = "1"
@@ -59,10 +61,15 @@ def cached_tensors(key: str, build: Callable[[], Dict[str, Any]], cache: bool = 
     ``weights_only=True``). With ``cache=False`` neither cache is read nor written. A file
     that cannot be read, or (``image_size`` given) does not hold ``keys`` with images of that
     size (:func:`holds_images`: a file of another size copied over this one's), is stale:
-    rebuilt and replaced, never used.
+    rebuilt and replaced, never used. Under another arithmetic than the pinned AVX2
+    (:func:`~benchmarks.networks.arithmetic.arithmetic_key`) the key names it: resizing
+    rounds by instruction set.
     """
     if not cache:
         return build()
+    arithmetic = arithmetic_key()  # decoding resizes with torch: another instruction set, another file
+    if arithmetic is not None:
+        key = f"{key}-{digest(arithmetic)}"
     if key in _MEMORY_CACHE:
         return _MEMORY_CACHE[key]
     path = cache_dir() / "tensors" / f"{key}.pt"

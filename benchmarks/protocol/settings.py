@@ -173,6 +173,10 @@ SETTINGS: Tuple[Setting, ...] = (
     _invocation("deterministic", bool, "PyTorch's deterministic algorithms and one thread per process: the same "
                 "numbers whatever --jobs (across machines, see the README's reproducibility notes)", default=False,
                 argument=dict(action="store_true"), key="always"),
+    _invocation("native_arithmetic", bool, "compute with this CPU's own instruction set (AVX-512 where it has it) "
+                "instead of the pinned AVX2 every row is computed with by default (avalanche_tmc.arithmetic): faster "
+                "on some CPUs, but SGD rows then differ from another CPU's, so they are kept apart from pinned rows "
+                "(their progress key names the arithmetic)", default=False, argument=dict(action="store_true")),
     _invocation("out", Optional[str], "output folder (default results/<preset or dataset>)", default=None),
     _invocation("plot_formats", Tuple[str, ...], f"the plots' formats, comma-separated: {', '.join(PLOT_FORMATS)} "
                 "(default png, at 300 dpi; pdf and svg keep their text editable)", default=("png",),

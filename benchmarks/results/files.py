@@ -27,7 +27,8 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "CONFIRMATION_COLUMNS",
+    "write_rows_csv", "SPREAD_COLUMNS", "SAME_ROWS_COLUMNS",
+    "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "CONFIRMATION_COLUMNS",
     "regime_panels", "csv_kind", "kind_columns", "check_columns",
 ]
 
@@ -53,6 +54,8 @@ VARIANCE_COLUMNS: Tuple[str, ...] = ("protocol", "seed", "method", "accuracy")  
 SPREAD_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "method", "seeds", "machine_a", "mean_a",
                                    "machine_b", "mean_b", "max_seed_difference",
                                    "seed_difference_std")  # benchmarks.tools.spread
+SAME_ROWS_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "method", "seeds", "machine_a",
+                                      "machine_b", "rows", "equal", "max_difference")  # benchmarks.tools.same_rows
 COST_COLUMNS: Tuple[str, ...] = ("tier", "module", "tests", "seconds")  # benchmarks.results.suite_costs
 SEED_COUNT_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.seed_count
     "dataset", "scenario", "tasks", "regime", "claim", "rival", "pilot_seeds", "difference", "paired_std",
@@ -69,7 +72,7 @@ GPU_HOURS_COLUMNS: Tuple[str, ...] = (  # benchmarks.tools.gpu_hours
     "preset", "train_images", "test_images", "work", "seeds", "hours_per_seed", "hours", "images_per_second",
     "tangent_ratio")
 KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count",
-                          "gpu-hours", "confirmation")
+                          "gpu-hours", "confirmation", "same-rows")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -224,7 +227,8 @@ def kind_columns(kind: str) -> Tuple[str, ...]:
     """The columns every file of ``kind`` (:data:`KINDS`) has."""
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS, "spread": SPREAD_COLUMNS,
             "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS,
-            "gpu-hours": GPU_HOURS_COLUMNS, "confirmation": CONFIRMATION_COLUMNS}[kind]
+            "gpu-hours": GPU_HOURS_COLUMNS, "confirmation": CONFIRMATION_COLUMNS,
+            "same-rows": SAME_ROWS_COLUMNS}[kind]
 
 
 def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:

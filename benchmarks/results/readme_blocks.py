@@ -210,7 +210,8 @@ def generated_block(path: PathLike) -> str:
     :func:`benchmarks.results.tables.spread_table` of a machine comparison or
     :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs or
     :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours or
-    :func:`benchmarks.results.confirmation.confirmation_table` of a confirmatory run against its pilot."""
+    :func:`benchmarks.results.confirmation.confirmation_table` of a confirmatory run against its pilot or
+    :func:`benchmarks.results.same_rows.same_rows_table` of two machines' rows compared bit for bit."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     check_columns(path, kind)
     if kind == "spread":
@@ -229,6 +230,10 @@ def generated_block(path: PathLike) -> str:
         return seed_count_table(read_seed_counts(Path(path)))
     if kind == "gpu-hours":
         return gpu_hours_table(read_gpu_hours(Path(path)))
+    if kind == "same-rows":
+        from benchmarks.results.same_rows import read_same_rows, same_rows_table
+
+        return same_rows_table(read_same_rows(Path(path)))
     if kind == "confirmation":
         from benchmarks.results.confirmation import confirmation_table, read_confirmation  # (it imports the claims)
 

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from benchmarks.methods import TrainConfig
+from benchmarks.networks.arithmetic import arithmetic_key
 from benchmarks.networks.threads import ARITHMETIC_THREADS
 from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_DIM, RECIPE_CHOICES
 from benchmarks.protocol.settings import settings_of, with_settings
@@ -117,11 +118,15 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     """Everything that decides a (run, seed)'s results, for the names of its progress files
     (a re-run with other settings never picks up a stale result): the settings whose
     declaration keeps them in the key (some only away from their default, so that the
-    folders of earlier versions still match)."""
+    folders of earlier versions still match), the thread count and the CPU arithmetic this
+    process computes with, each only where it is not the default (one thread, pinned AVX2)."""
     key = {s.name: copy.deepcopy(getattr(run, s.name)) for s in settings_of("run") if s.in_key(getattr(run, s.name))}
     key["seed"] = seed
     key.update({s.name: getattr(options, s.name) for s in settings_of("invocation")
                 if s.in_key(getattr(options, s.name))})
     if (options.threads or ARITHMETIC_THREADS) != ARITHMETIC_THREADS:  # other rounding: never mixed with one thread's
         key["threads"] = options.threads
+    arithmetic = arithmetic_key()  # another instruction set than the pinned AVX2: other rows, never mixed
+    if arithmetic is not None:
+        key["arithmetic"] = arithmetic
     return key
