@@ -33,7 +33,6 @@ from benchmarks import report
 from benchmarks.datasets.loading import decode_once
 from benchmarks.datasets.registry import FOLDER_DATASETS, dataset_label
 from benchmarks.methods import MethodGroup, TrainConfig, config_for, groups_for, representatives, tuning_unit
-from benchmarks.networks.arithmetic import runner_arithmetic
 from benchmarks.networks.threads import available_cores
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
 from benchmarks.runner import terminal
@@ -352,8 +351,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
 
 def _main(argv: Optional[Sequence[str]], out: List[str]) -> List[Dict[str, Any]]:
     args = parse_args(argv)
-    arithmetic = runner_arithmetic(native=args.native_arithmetic)  # before torch computes anything
-    print(f"[{terminal.PROG}] {arithmetic.describe()}", flush=True)
+    print(terminal.arithmetic_header(args.native_arithmetic), flush=True)  # pinned before torch's first operation
     runs, options = resolve(args)
     preflight(runs, options)
     out_dir = options.out or os.path.join("results", args.preset or dataset_label(runs[0].dataset, options.data_root))

@@ -1,4 +1,5 @@
-"""What the runner says on the terminal beyond its tables: the learning-rate schedule of
+"""What the runner says on the terminal beyond its tables: the arithmetic it computes with
+(:func:`arithmetic_header`, its first line), the learning-rate schedule of
 its header (:func:`schedule_text`), the label of a progress line (:func:`piece_label`), the
 decided claims at the end of a run (:func:`decided_claims`) and the one line of a Ctrl-C
 (:func:`interrupted_message`, exit :data:`EXIT_INTERRUPTED`)."""
@@ -14,7 +15,8 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, T
 from benchmarks.methods import TrainConfig
 from benchmarks.methods.builders import schedule_milestones
 
-__all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "schedule_text", "tuned_text", "piece_label", "decided_claims",
+__all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header",
+           "schedule_text", "tuned_text", "piece_label", "decided_claims",
            "interrupted_message", "says_what_was_kept", "interruptible"]
 
 PROG = "python -m benchmarks.run"
@@ -28,6 +30,15 @@ class Interrupted(KeyboardInterrupt):
 
 def _and(items: Sequence[str]) -> str:
     return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 2 else items)
+
+
+def arithmetic_header(native: bool = False) -> str:
+    """Pin the CPU arithmetic (or, ``native``, leave the CPU's own:
+    :func:`~benchmarks.networks.arithmetic.runner_arithmetic`) and say in one line what the
+    run computes with: the first line of every run, before torch's first operation."""
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    return f"[{PROG}] {runner_arithmetic(native).describe()}"
 
 
 def schedule_text(cfg: TrainConfig, per_unit: bool = False) -> str:
