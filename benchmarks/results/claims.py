@@ -18,10 +18,17 @@ column; training-free rows do not count); below that (a smoke run) it shows the 
 says why it gives no verdicts (:func:`withheld_reason`).
 
 A verdict must also survive another machine (:mod:`benchmarks.results.machine_moves`): rows
-trained by SGD moved between machines (docs/results/machines/), while the tangent and
-training-free rows were the same to 0.0. Each row's mean over n seeds may move by the 95%
-bound of the measured moves at n seeds; a claim whose Holm interval clears 0 (or, for
-"equivalent", ±δ) by less than its two rows' bounds together is "not resolved across machines".
+trained by SGD moved between machines computing with their own kernels (docs/results/machines/),
+while the tangent and training-free rows were the same to 0.0. Each row's mean over n seeds
+may move by the 95% bound of the measured moves at n seeds; a claim whose Holm interval clears
+0 (or, for "equivalent", ±δ) by less than its two rows' bounds together is "not resolved across
+machines". Which moves bound a row is the margin rule (``rule``, one of
+:data:`~benchmarks.results.machine_moves.MARGIN_RULES`): ``pinned`` (the default, the
+amendment of issue 58) bounds a row computed with the pinned AVX2 arithmetic (its
+``arithmetic`` column ``avx2``, or empty in a file written before the column) by the
+comparisons of pinned rows across machines, and a row computed natively by the others;
+``preregistered`` bounds every row by the comparisons of natively computed rows, as the
+pre-registration fixed it.
 
 The comparison for "the best shipped method" names its method in advance
 (``ranpac-layer``, the RanPAC-style head on the layer chosen on experience 0) rather than
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from benchmarks.methods import method_family, method_row
-from benchmarks.results.files import row_seed, run_key
+from benchmarks.results.files import PINNED_ARITHMETIC, row_seed, run_key
 from benchmarks.results.intervals import (
     ALPHA,
     EQUIVALENT,
@@ -51,12 +58,20 @@ from benchmarks.results.intervals import (
     verdict,
     within,
 )
-from benchmarks.results.machine_moves import machine_margin, measured_moves
+from benchmarks.results.machine_moves import (
+    MACHINE_FILES,
+    MARGIN_RULES,
+    PINNED_FILES,
+    UNPINNED_FILES,
+    MachineMoves,
+    machine_margin,
+    measured_moves,
+)
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
            "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells", "verdict_counts", "counts_text",
-           "VERDICT_ORDER"]
+           "VERDICT_ORDER", "row_moves", "DEFAULT_RULE"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -66,6 +81,7 @@ ACROSS_MACHINES = "not resolved across machines"  # resolved after Holm, but a m
 # confirmatory run (docs/preregistration.md): a claim whose Holm interval, widened by its
 # rows' machine margins, lies inside ±δ is "equivalent" (no real difference either way)
 SMALLEST_DIFFERENCE = 2.0
+DEFAULT_RULE = "pinned"  # the margin rule of every table (MARGIN_RULES; docs/preregistration.md, the amendment)
 
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int, str]
@@ -179,9 +195,27 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
             + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
 
 
-def judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
-    """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm,
-    the family's size m, and :func:`withheld_reason`."""
+def row_moves(rows: Sequence[Row], rule: str = DEFAULT_RULE):
+    """``moves(method, run)``: the committed machine comparisons that bound that row of
+    ``rows`` under the margin ``rule`` (see the module): for the ``pinned`` rule, those of
+    pinned rows unless a row of the method in that run was computed natively."""
+    if rule not in MARGIN_RULES:
+        raise ValueError(f"rule must be one of {', '.join(MARGIN_RULES)}, got {rule!r}")
+    native_moves = measured_moves(files=UNPINNED_FILES if rule == "pinned" else MACHINE_FILES)
+    pinned_moves = measured_moves(files=PINNED_FILES) if rule == "pinned" else native_moves
+    native = {(str(r["method"]), run_key(r)) for r in rows if r.get("arithmetic") not in ("", None, PINNED_ARITHMETIC)}
+
+    def moves(method: str, run: RunKey) -> Sequence[MachineMoves]:
+        return native_moves if (method, run) in native else pinned_moves
+
+    return moves
+
+
+def judged_cells(rows: Sequence[Row], rule: str = DEFAULT_RULE
+                 ) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
+    """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm
+    (its cross-machine margin by the margin ``rule``, :func:`row_moves`), the family's size
+    m, and :func:`withheld_reason`."""
     finals = final_by_seed(rows)
     runs = list(dict.fromkeys(run_key(r) for r in rows))
     reason = withheld_reason(rows)
@@ -200,12 +234,13 @@ def judged_cells(rows: Sequence[Row]) -> Tuple[Dict[Tuple[str, RunKey], Dict[str
                 verdict=NO_VERDICT if reason else result if d.n < MIN_SEEDS else None)
     family = [key for key, c in cells.items() if c["verdict"] is None and c["repeats"] is None]
     steps = holm([p_value(cells[key]["paired"]) for key in family])  # type: ignore[arg-type]
-    moves = measured_moves() if family else []
+    moves = row_moves(rows, rule) if family else None
     for key, step in zip(family, steps):
         cell, d = cells[key], cells[key]["paired"]
         low, high = interval(d, step.level)  # type: ignore[arg-type]
         claim = next(c for c in CLAIMS if c.text == key[0])
-        margin = sum(machine_margin(m, d.n, moves) for m in (claim.better, cell["rival"]))  # type: ignore[union-attr]
+        margin = sum(machine_margin(m, d.n, moves(m, key[1]))  # type: ignore[misc,union-attr]
+                     for m in (claim.better, cell["rival"]))
         verdict = (HOLDS if d.mean > 0 else FAILS) if step.rejected else NOT_RESOLVED  # type: ignore[union-attr]
         if verdict != NOT_RESOLVED and min(abs(100 * low), abs(100 * high)) <= margin:
             verdict = ACROSS_MACHINES
@@ -290,16 +325,31 @@ def _rival_label(claim: Claim, finals, run: RunKey) -> Optional[str]:
     return row.label if row else name
 
 
-def verdict_table(rows: Sequence[Row], run_label=None) -> str:
+_MARGIN_TEXT = {
+    "pinned": "the 95% bound 1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in "
+              "docs/results/machines/ (σ one seed's move, B a row's systematic shift, the largest over the pairs of "
+              "machines measured; benchmarks/results/machine_moves.py): for a row computed with the pinned AVX2 "
+              "arithmetic, the comparisons of pinned rows across machines (bit for bit the same so far: 0.0); for a "
+              "row computed with a CPU's own kernels (its arithmetic column), the comparisons of such rows; 0 for "
+              "tangent and training-free rows, measured the same to 0.0 (the margin rule amended after the "
+              "confirmatory run, docs/preregistration.md)",
+    "preregistered": "0 for tangent and training-free rows, measured the same to 0.0; else the 95% bound "
+                     "1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in docs/results/machines/, "
+                     "σ one seed's move, B a row's systematic shift, the largest over the pairs of machines measured "
+                     "(benchmarks/results/machine_moves.py)",
+}
+
+
+def verdict_table(rows: Sequence[Row], run_label=None, rule: str = DEFAULT_RULE) -> str:
     """The claims (rows) by run (columns): the mean per-seed difference in accuracy points,
     its 95% interval, the interval at its Holm step's level, the Holm-adjusted p-value and
-    the verdict after Holm; below :data:`MIN_SEEDS` seeds or :data:`MIN_EPOCHS` epochs the
-    differences and their 95% intervals only, headed by why (:func:`withheld_reason`).
-    Empty when no claim could be judged."""
+    the verdict after Holm (the margin ``rule``, :func:`row_moves`); below :data:`MIN_SEEDS`
+    seeds or :data:`MIN_EPOCHS` epochs the differences and their 95% intervals only, headed
+    by why (:func:`withheld_reason`). Empty when no claim could be judged."""
     finals = final_by_seed(rows)
     runs = list(dict.fromkeys(run_key(r) for r in rows))
     label = run_label or (lambda run: f"{run[1]}-{run[0]}")
-    cells, m, reason = judged_cells(rows)
+    cells, m, reason = judged_cells(rows, rule)
     lines = []
     for claim in CLAIMS:
         shown = [_cell(cells.get((claim.text, run)), _rival_label(claim, finals, run)) for run in runs]
@@ -325,10 +375,6 @@ def verdict_table(rows: Sequence[Row], run_label=None) -> str:
             "one-sided tests at the claim's Holm level): no real difference either way. A \"best of\" claim whose "
             "strongest rival has its own claim refers to it and is counted once. \"Not resolved across machines\" "
             "when the Holm interval clears 0 (or, for equivalence, ±δ) by no more than the two rows could move on "
-            "another machine: 0 for tangent and training-free rows, measured the same to 0.0; else the 95% bound "
-            "1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in docs/results/machines/, σ one "
-            "seed's move, B a row's systematic shift, the largest over the pairs of machines measured "
-            "(benchmarks/results/machine_moves.py)."
-            " Verdicts need at least "
+            f"another machine: {_MARGIN_TEXT[rule]}. Verdicts need at least "
             f"{MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience of every trained row.")
     return "\n".join(header + lines + ["", note, "", _counts_line(cells, m)]) + "\n"

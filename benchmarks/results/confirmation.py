@@ -15,7 +15,15 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from benchmarks.results.claims import EQUIVALENT, FAILS, HOLDS, VERDICT_ORDER, counts_text, judged_cells
+from benchmarks.results.claims import (
+    DEFAULT_RULE,
+    EQUIVALENT,
+    FAILS,
+    HOLDS,
+    VERDICT_ORDER,
+    counts_text,
+    judged_cells,
+)
 from benchmarks.results.files import (
     CONFIRMATION_COLUMNS,
     ReportFileError,
@@ -24,7 +32,7 @@ from benchmarks.results.files import (
     read_written_csv,
     run_label,
 )
-from benchmarks.results.machine_moves import MachineMoves
+from benchmarks.results.machine_moves import MARGIN_RULES, MachineMoves
 from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
@@ -37,19 +45,21 @@ NOT_RUN = "not run"
 
 
 def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
-                      moves: Optional[Sequence[MachineMoves]] = None) -> List[Dict[str, object]]:
+                      moves: Optional[Sequence[MachineMoves]] = None, rule: str = DEFAULT_RULE
+                      ) -> List[Dict[str, object]]:
     """One row per cell the confirmatory run ``confirm`` judges: its difference, Holm interval
     and verdict, the pilot's verdict of the same claim and run ("not run" when the pilot lacks
     it), and for a cell it leaves undecided, the seed count (up to ``cap``) at which its own
-    difference and spread would be decided (``moves``: the committed machine comparisons)."""
-    cells, family, reason = judged_cells(confirm)
+    difference and spread would be decided (``moves``: by default the committed machine
+    comparisons of the margin ``rule``, the same for both runs)."""
+    cells, family, reason = judged_cells(confirm, rule)
     if reason:
         raise ValueError(f"The confirmatory run gives no verdicts ({reason}).")
-    pilot_cells, _, pilot_reason = judged_cells(pilot)
+    pilot_cells, _, pilot_reason = judged_cells(pilot, rule)
     if pilot_reason:
         raise ValueError(f"The pilot gives no verdicts ({pilot_reason}).")
     needed = {(r["claim"], (r["dataset"], r["scenario"], r["tasks"], r["regime"])): r
-              for r in seed_count_rows(confirm, cap, moves)}
+              for r in seed_count_rows(confirm, cap, moves, rule=rule)}
     out = []
     for (claim, run), cell in cells.items():
         before = pilot_cells.get((claim, run))
@@ -130,6 +140,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p.add_argument("pilot", type=Path, help="the pilot's results.csv")
     p.add_argument("confirm", type=Path, help="the confirmatory run's results.csv")
     p.add_argument("--cap", type=int, default=200, help="the most seeds considered for an open cell (default 200)")
+    p.add_argument("--margin-rule", choices=MARGIN_RULES, default=DEFAULT_RULE,
+                   help="how the cross-machine margin of a verdict is measured (benchmarks.results.claims): pinned, "
+                        "the amended rule (default), or preregistered, the rule fixed before the confirmatory run")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     if not 3 <= args.cap <= 1000:
@@ -138,7 +151,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
         check_not_an_input(args.out, {args.pilot: "the pilot's results file",
                                       args.confirm: "the confirmatory run's results file"})
         try:
-            rows = confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap)
+            rows = confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap, rule=args.margin_rule)
         except ValueError as error:
             raise ReportFileError(str(error)) from None
         write_tool_rows(args.out, rows, COLUMNS, "confirmation", f"no claim of {args.confirm} is judged")

@@ -27,7 +27,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SAME_ROWS_COLUMNS",
+    "write_rows_csv", "SPREAD_COLUMNS", "SAME_ROWS_COLUMNS", "PINNED_ARITHMETIC",
     "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "CONFIRMATION_COLUMNS",
     "regime_panels", "csv_kind", "kind_columns", "check_columns",
 ]
@@ -39,8 +39,13 @@ PathLike = Union[str, Path]
 COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
-    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed",
+    "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed", "arithmetic",
 )
+PINNED_ARITHMETIC = "avx2"
+"""The ``arithmetic`` of a row computed with the pinned CPU arithmetic (avalanche_tmc.arithmetic);
+a native one is ``native:<ATen>/<oneDNN>``. Files written before the column read it as empty:
+rows made with the CPU's own kernels, which on the AVX2 machines that made the committed runs
+were the pinned arithmetic (docs/results.md, "One arithmetic")."""
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
     "seed": lambda v: int(v) if v else "", "data_seed": lambda v: int(v) if v else "",

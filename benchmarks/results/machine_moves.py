@@ -25,9 +25,24 @@ from typing import List, Optional, Sequence
 
 from benchmarks.methods import method_family
 
-__all__ = ["MACHINE_FILES", "Z95", "MachineMoves", "measured_moves", "moves_of", "machine_margin", "STABLE_FAMILIES"]
+__all__ = ["MACHINE_FILES", "UNPINNED_FILES", "PINNED_FILES", "MARGIN_RULES", "Z95", "MachineMoves",
+           "measured_moves", "moves_of", "machine_margin", "bias_p_value", "STABLE_FAMILIES"]
 
 MACHINE_FILES = ("spread.csv", "kernels.csv", "second-machine.csv")  # docs/results/machines/ (spread CSVs)
+"""Comparisons of rows computed with each CPU's own kernels (before the arithmetic was pinned):
+what another instruction set, another layout or other kernels do to an SGD row. The margin of
+the pre-registered rule, and of any row computed natively (its ``arithmetic`` column)."""
+UNPINNED_FILES = MACHINE_FILES + ("unpinned-avx512-spread.csv",)
+"""The comparisons that bound a natively computed row under the amended rule: the
+pre-registered ones and the clean one of issue 58 (this code, one layout, an AVX-512 CPU's own
+kernels against the pinned AVX2 arithmetic at the same seeds)."""
+PINNED_FILES = ("pinned-confirm-spread.csv", "pinned-pilot-spread.csv")
+"""Comparisons of rows computed with the pinned AVX2 arithmetic on different machines (an AVX2
+CPU's committed runs re-run pinned on an AVX-512 CPU): the margin of the amended rule."""
+MARGIN_RULES = ("pinned", "preregistered")
+"""How a verdict's cross-machine margin is measured: ``pinned`` (the amendment of issue 58,
+docs/preregistration.md): rows of the pinned arithmetic by :data:`PINNED_FILES`, rows computed
+natively by :data:`UNPINNED_FILES`; ``preregistered``: every row by :data:`MACHINE_FILES`."""
 Z95 = 1.959964  # two-sided 95% normal quantile
 STABLE_FAMILIES = ("tangent", "training-free")  # rows measured the same on every pair of machines
 
@@ -37,13 +52,15 @@ class MachineMoves:
     """The measured moves of SGD rows between two machines, in points: ``seed_sd`` (σ, one
     seed's move about its row's shift), ``bias`` (B, the root mean square of a row's
     systematic shift), from ``rows`` rows over ``moves`` per-seed moves; ``name``: the
-    comparison's file."""
+    comparison's file; ``bias_p``: how likely rows' mean moves this far from 0 are with no
+    systematic shift (:func:`bias_p_value`; None when every move is 0)."""
 
     name: str = ""
     seed_sd: float = 0.0
     bias: float = 0.0
     rows: int = 0
     moves: int = 0
+    bias_p: Optional[float] = None
 
     def margin(self, method: str, seeds: int) -> float:
         """Points by which ``method``'s mean over ``seeds`` seeds may move on another machine
@@ -65,17 +82,30 @@ def moves_of(rows: Sequence[dict], name: str = "") -> MachineMoves:
         return MachineMoves(name)
     variance = sum((k - 1) * (100 * float(r["seed_difference_std"])) ** 2 for r, k in zip(sgd, counts)) / freedom
     shifts = [(100 * (float(r["mean_b"]) - float(r["mean_a"]))) ** 2 - variance / k for r, k in zip(sgd, counts)]
+    means = [100 * (float(r["mean_b"]) - float(r["mean_a"])) for r in sgd]
     return MachineMoves(name, math.sqrt(variance), math.sqrt(max(0.0, sum(shifts) / len(shifts))), len(sgd),
-                        sum(counts))
+                        sum(counts), bias_p_value(means, counts, variance))
 
 
-def measured_moves(folder: Optional[Path] = None) -> List[MachineMoves]:
-    """:class:`MachineMoves` of each committed comparison (:data:`MACHINE_FILES` in
-    ``docs/results/machines/`` that exist)."""
+def bias_p_value(means: Sequence[float], counts: Sequence[int], variance: float) -> Optional[float]:
+    """Whether B is distinguishable from 0: with no systematic shift, a row's mean move ``D``
+    over its ``k`` seeds has variance ``σ²/k``, so ``Σ k·D²/σ²`` is about χ² with one degree of
+    freedom per row; its upper tail (Wilson–Hilferty's normal approximation), or None when
+    every move is 0 (σ = 0: nothing moved)."""
+    if variance <= 0:
+        return None
+    statistic, freedom = sum(k * d * d for d, k in zip(means, counts)) / variance, len(means)
+    z = ((statistic / freedom) ** (1 / 3) - (1 - 2 / (9 * freedom))) / math.sqrt(2 / (9 * freedom))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def measured_moves(folder: Optional[Path] = None, files: Sequence[str] = MACHINE_FILES) -> List[MachineMoves]:
+    """:class:`MachineMoves` of each committed comparison (``files``, by default
+    :data:`MACHINE_FILES`, in ``docs/results/machines/`` that exist)."""
     from benchmarks.results.spread import read_spread_csv
 
     folder = folder or Path(__file__).resolve().parents[2] / "docs" / "results" / "machines"
-    return [moves_of(read_spread_csv(folder / name), name) for name in MACHINE_FILES if (folder / name).is_file()]
+    return [moves_of(read_spread_csv(folder / name), name) for name in files if (folder / name).is_file()]
 
 
 def machine_margin(method: str, seeds: int, moves: Sequence[MachineMoves]) -> float:

@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from benchmarks.results.claims import CLAIMS, MIN_SEEDS, SMALLEST_DIFFERENCE, judged_cells
+from benchmarks.results.claims import CLAIMS, DEFAULT_RULE, MIN_SEEDS, SMALLEST_DIFFERENCE, judged_cells, row_moves
 from benchmarks.results.files import (
     SEED_COUNT_COLUMNS,
     ReportFileError,
@@ -32,7 +32,7 @@ from benchmarks.results.files import (
     run_label,
 )
 from benchmarks.results.intervals import ALPHA
-from benchmarks.results.machine_moves import MachineMoves, machine_margin, measured_moves
+from benchmarks.results.machine_moves import MachineMoves, machine_margin
 from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
 from benchmarks.results.reading import POINTS, TEXT, Cell
 
@@ -71,13 +71,14 @@ def seeds_needed(difference: float, std: float, family: int, margin, cap: int, d
 
 
 def seed_count_rows(rows: Sequence[Row], cap: int, moves: Optional[Sequence[MachineMoves]] = None,
-                    delta: float = SMALLEST_DIFFERENCE) -> List[Dict[str, object]]:
+                    delta: float = SMALLEST_DIFFERENCE, rule: str = DEFAULT_RULE) -> List[Dict[str, object]]:
     """One row per claim the pilot ``rows`` judge in their Holm family: its pilot numbers and
-    :func:`seeds_needed` (``moves``: the committed comparisons by default)."""
-    cells, family, reason = judged_cells(rows)
+    :func:`seeds_needed` (``moves``: by default the committed comparisons that bound each row
+    under the margin ``rule``, :func:`~benchmarks.results.claims.row_moves`)."""
+    cells, family, reason = judged_cells(rows, rule)
     if reason:
         raise ValueError(f"The pilot gives no verdicts ({reason}): it cannot size a confirmatory run.")
-    moves = measured_moves() if moves is None else moves
+    by_row = row_moves(rows, rule) if moves is None else (lambda method, run: moves)
     out = []
     for (claim, run), cell in cells.items():
         if "level" not in cell:  # counted once under the claim it repeats, or too few seeds
@@ -85,8 +86,8 @@ def seed_count_rows(rows: Sequence[Row], cap: int, moves: Optional[Sequence[Mach
         paired = cell["paired"]
         better = next(c.better for c in CLAIMS if c.text == claim)
 
-        def margin(n: int, rival=cell["rival"]) -> float:
-            return sum(machine_margin(m, n, moves) for m in (better, rival))  # type: ignore[arg-type]
+        def margin(n: int, rival=cell["rival"], run=run) -> float:
+            return sum(machine_margin(m, n, by_row(m, run)) for m in (better, rival))  # type: ignore[arg-type]
 
         needed, decides = seeds_needed(100 * paired.mean, 100 * paired.std, family, margin, cap, delta)
         dataset, scenario, tasks, regime = run

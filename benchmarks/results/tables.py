@@ -321,9 +321,12 @@ def spread_table(rows: Sequence[Row]) -> str:
     seeds = sorted({s for r in rows for s in str(r["seeds"]).split()}, key=int)
     moves = moves_of(rows)
     bounds = ", ".join(f"{moves.margin('joint', n):.1f} over {n}" for n in (5, 10, 20))
+    shift = ("every move 0" if moves.bias_p is None else
+             f"{'distinguishable' if moves.bias_p < 0.05 else 'not distinguishable'} from 0: p = {moves.bias_p:.2g} "
+             "that the rows' mean moves lie this far from 0 with no systematic shift")
     measured = (f"\nThe SGD rows' moves ({moves.moves} seeds of {moves.rows} rows; "
                 f"benchmarks/results/machine_moves.py): σ = {moves.seed_sd:.2f} points one seed's move, "
-                f"B = {moves.bias:.2f} points a row's systematic shift, so a row's mean may move by "
+                f"B = {moves.bias:.2f} points a row's systematic shift ({shift}), so a row's mean may move by "
                 f"1.96·sqrt(B² + σ²/n) = {bounds} seeds.\n") if moves.rows else ""
     return (f"Final accuracy (%) of the same runs on {first.get('machine_a', '?')} vs {first.get('machine_b', '?')}, "
             f"mean over the seeds both ran ({', '.join(seeds)}), and in brackets the largest difference of one seed "

@@ -19,6 +19,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
 from avalanche_tmc import experience_seed, find_head, loss_metrics
+from avalanche_tmc.arithmetic import cpu_arithmetic
 from avalanche_tmc.files.filesystem import atomic_path
 from avalanche_tmc.loggers import make_loggers
 from benchmarks.methods import MethodGroup, TrainConfig
@@ -106,8 +107,10 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     shared among that many gloo processes (:mod:`benchmarks.runner.gloo_training`). ``loader``: the
     DataLoader arguments of every training and evaluation pass (workers);
     ``progress``: a line per epoch with images/s and an ETA; ``label``: what every line
-    calls this training (default ``seed <seed> <rows>``)."""
+    calls this training (default ``seed <seed> <rows>``). Every row records the CPU
+    arithmetic it was computed with (``arithmetic``: ``avx2`` when pinned)."""
     label = label or f"seed {cfg.seed} {'+'.join(rows)}"
+    base_row = dict(base_row, arithmetic=cpu_arithmetic().label)  # what the rows are computed with, measured here
     torch.manual_seed(cfg.seed)
     loader = dict(loader or {})
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, loggers))

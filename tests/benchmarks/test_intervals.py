@@ -297,10 +297,11 @@ def test_the_machine_margin_is_the_95_percent_bound_of_the_measured_moves_at_the
 
 
 def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machines():
-    """SGD rows moved between machines (the committed comparisons: a margin per SGD row at
-    5 seeds); tangent and training-free rows did not. TMC > Soup clears 0 after Holm by less
-    than Soup's margin at 5 seeds: not resolved across machines; TMC > TMC-Seq (both
-    tangent, margin 0) by as little still holds."""
+    """Under the pre-registered rule, SGD rows moved between machines (the committed
+    comparisons of natively computed rows: a margin per SGD row at 5 seeds); tangent and
+    training-free rows did not. TMC > Soup clears 0 after Holm by less than Soup's margin at 5
+    seeds: not resolved across machines; TMC > TMC-Seq (both tangent, margin 0) by as little
+    still holds."""
     from benchmarks.results.claims import ACROSS_MACHINES
     from benchmarks.results.machine_moves import machine_margin, measured_moves
 
@@ -308,12 +309,41 @@ def test_a_verdict_that_another_machine_could_flip_is_not_resolved_across_machin
     assert margin > 1.0
     finals = {"tmc": [0.50, 0.51, 0.52, 0.50, 0.51], "soup": [0.47, 0.48, 0.49, 0.47, 0.48],
               "tmc-seq": [0.47, 0.48, 0.49, 0.47, 0.48]}
-    judged = {r["claim"]: r for r in verdict_rows(_rows(finals))}
+    judged = {r["claim"]: r for r in verdict_rows(_rows(finals), "preregistered")}
     soup, seq = judged["TMC > Soup"], judged["TMC > TMC-Seq (class-IL)"]
     assert soup["machine_margin"] == pytest.approx(margin)
     assert 0 < soup["adjusted_low"] < soup["machine_margin"] and soup["verdict"] == ACROSS_MACHINES
     assert seq["machine_margin"] == 0.0 and seq["adjusted_low"] == soup["adjusted_low"] and seq["verdict"] == HOLDS
-    assert "**not resolved across machines** (its rows may move ±" in verdict_table(_rows(finals))
+    assert "**not resolved across machines** (its rows may move ±" in verdict_table(_rows(finals),
+                                                                                   rule="preregistered")
+
+
+def test_the_amended_rule_bounds_pinned_rows_by_pinned_comparisons_and_native_rows_by_the_others():
+    """The amendment (issue 58): a row computed with the pinned arithmetic (``arithmetic``
+    avx2, or empty in an older file) takes the margin of the committed comparisons of pinned
+    rows across machines, which were bit for bit the same (0); a row computed with a CPU's
+    own kernels takes the margin of the comparisons of such rows, the pre-registered one or
+    more (the unpinned AVX-512 comparison joins them)."""
+    from benchmarks.results.claims import ACROSS_MACHINES
+    from benchmarks.results.machine_moves import (
+        MACHINE_FILES,
+        PINNED_FILES,
+        UNPINNED_FILES,
+        machine_margin,
+        measured_moves,
+    )
+
+    assert [m.margin("soup", 5) for m in measured_moves(files=PINNED_FILES)] == [0.0] * len(PINNED_FILES)
+    native_margin = machine_margin("soup", 5, measured_moves(files=UNPINNED_FILES))
+    assert native_margin >= machine_margin("soup", 5, measured_moves(files=MACHINE_FILES)) > 1.0
+    finals = {"tmc": [0.50, 0.51, 0.52, 0.50, 0.51], "soup": [0.47, 0.48, 0.49, 0.47, 0.48]}
+    for arithmetic in ("", "avx2"):
+        pinned = {r["claim"]: r for r in verdict_rows([dict(r, arithmetic=arithmetic) for r in _rows(finals)])}
+        assert pinned["TMC > Soup"]["machine_margin"] == 0.0 and pinned["TMC > Soup"]["verdict"] == HOLDS
+    native = [dict(r, arithmetic="native:avx512/intel-avx-512" if r["method"] == "soup" else "avx2")
+              for r in _rows(finals)]
+    soup = {r["claim"]: r for r in verdict_rows(native)}["TMC > Soup"]
+    assert soup["machine_margin"] == pytest.approx(native_margin) and soup["verdict"] == ACROSS_MACHINES
 
 
 # "No real difference": equivalence within ±δ (benchmarks.results.intervals.equivalence_p, within)
