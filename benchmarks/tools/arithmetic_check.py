@@ -19,13 +19,16 @@ import argparse
 import copy
 import hashlib
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["REFERENCE", "sgd_fingerprint", "reference", "differences", "main"]
+__all__ = ["REFERENCE", "sgd_fingerprint", "step_costs", "compare_costs", "reference", "differences", "main"]
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "results" / "machines" / "sgd-fingerprint.json"
 """The committed fingerprint and the machine, arithmetic and versions it was made with."""
@@ -37,38 +40,68 @@ def _sha(tensor: torch.Tensor) -> str:
     return hashlib.sha256(tensor.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
-def sgd_fingerprint(steps: int = 4, batch: int = 32) -> Dict[str, str]:
-    """SHA-256 prefixes of the frozen trunk's features, the parameters after ``steps`` SGD
-    steps of ``batch`` inputs, and the logits of every input afterwards (see the module)."""
-    from torch import nn
-
+def _main_job_unit(images: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, "torch.nn.Module", float]:
+    """Seeded inputs and labels at the main job's size, the frozen trunk's features of them
+    (the runner's :func:`~benchmarks.networks.trunk.cache_features`, timed), and the trained top
+    laid out as the runner lays it out, with a new 10-class head."""
     from avalanche_tmc import replace_head
     from benchmarks.networks.backbones import load_backbone
     from benchmarks.networks.shrink import convolutions_as_matmuls, shrink_convolutions
-    from benchmarks.networks.threads import fixed_threads
     from benchmarks.networks.trunk import cache_features, split_backbone
     from benchmarks.runner.presets import MAIN_IMAGE_SIZE, MAIN_REGIME
 
     generator = torch.Generator().manual_seed(0)
-    images = torch.randn(steps * batch, 3, MAIN_IMAGE_SIZE, MAIN_IMAGE_SIZE, generator=generator)
-    labels = torch.randint(0, 10, (steps * batch,), generator=generator)
-    trunk, top = split_backbone(load_backbone("efficientnet_lite0"), MAIN_REGIME, images[:2])
-    features = cache_features(trunk, torch.utils.data.TensorDataset(images, labels)).tensors[0]
+    inputs = torch.randn(images, 3, MAIN_IMAGE_SIZE, MAIN_IMAGE_SIZE, generator=generator)
+    labels = torch.randint(0, 10, (images,), generator=generator)
+    trunk, top = split_backbone(load_backbone("efficientnet_lite0"), MAIN_REGIME, inputs[:2])
+    start = time.perf_counter()
+    features = cache_features(trunk, torch.utils.data.TensorDataset(inputs, labels)).tensors[0]
+    seconds = time.perf_counter() - start
     top = top.to(memory_format=torch.channels_last)  # the runner's layout (benchmarks.runner.prepare)
     shrink_convolutions(top, features[:2])
     convolutions_as_matmuls(top, features[:2])
-    model = replace_head(copy.deepcopy(top), 10, seed=0).train()
+    return inputs, labels, features, replace_head(copy.deepcopy(top), 10, seed=0).train(), seconds
+
+
+def _sgd_steps(model: "torch.nn.Module", features: torch.Tensor, labels: torch.Tensor, steps: int, batch: int) -> None:
+    """``steps`` SGD steps (momentum 0.9, cross-entropy) over consecutive batches, one thread."""
+    from torch import nn
+
+    from benchmarks.networks.threads import fixed_threads
+
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     with fixed_threads():
         for step in range(steps):
-            x, y = features[step * batch:(step + 1) * batch], labels[step * batch:(step + 1) * batch]
+            first = (step * batch) % len(features)
+            x, y = features[first:first + batch], labels[first:first + batch]
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
-        with torch.no_grad():
-            logits = model.eval()(features)
+
+
+def sgd_fingerprint(steps: int = 4, batch: int = 32) -> Dict[str, str]:
+    """SHA-256 prefixes of the frozen trunk's features, the parameters after ``steps`` SGD
+    steps of ``batch`` inputs, and the logits of every input afterwards (see the module)."""
+    from benchmarks.networks.threads import fixed_threads
+
+    _, labels, features, model, _ = _main_job_unit(steps * batch)
+    _sgd_steps(model, features, labels, steps, batch)
+    with fixed_threads(), torch.no_grad():
+        logits = model.eval()(features)
     parameters = torch.cat([p.detach().flatten() for p in model.parameters()])
     return dict(zip(PARTS, (_sha(features), _sha(parameters), _sha(logits))))
+
+
+def step_costs(steps: int = 60, batch: int = 32) -> Dict[str, float]:
+    """What this process's arithmetic costs on the main job's unit, one thread: milliseconds
+    per image of the frozen trunk's features (256 images) and per SGD step of ``batch``
+    (``steps`` steps after 5 of warm-up)."""
+    _, labels, features, model, trunk_seconds = _main_job_unit(256)
+    _sgd_steps(model, features, labels, 5, batch)
+    start = time.perf_counter()
+    _sgd_steps(model, features, labels, steps, batch)
+    return {"trunk_ms_per_image": 1000 * trunk_seconds / 256,
+            "sgd_ms_per_step": 1000 * (time.perf_counter() - start) / steps}
 
 
 def reference(path: Path = REFERENCE) -> Dict[str, str]:
@@ -87,6 +120,19 @@ def _versions() -> Dict[str, str]:
     return {"torch": torch.__version__, "timm": timm.__version__}
 
 
+def compare_costs(rounds: int = 3) -> Dict[str, Dict[str, float]]:
+    """:func:`step_costs` pinned and native, each in its own process (a process computes with
+    one arithmetic), alternating ``rounds`` times; the median of each."""
+    runs: Dict[str, list] = {"pinned": [], "native": []}
+    for _ in range(rounds):
+        for name in runs:
+            env = dict(os.environ, AVALANCHE_TMC_ARITHMETIC="native" if name == "native" else "pinned")
+            done = subprocess.run([sys.executable, "-m", "benchmarks.tools.arithmetic_check", "--costs-here"],
+                                  capture_output=True, text=True, env=env, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: {k: sorted(r[k] for r in found)[len(found) // 2] for k in found[0]} for name, found in runs.items()}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print this machine's arithmetic and fingerprint and compare it with the committed one
     (exit 1 when they differ); ``--write`` replaces the committed one."""
@@ -95,9 +141,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.arithmetic_check",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help=f"replace {REFERENCE.name} with this machine's fingerprint")
+    p.add_argument("--costs", action="store_true", help="time the main job's unit pinned and native (3 processes "
+                   "each, alternating; run it on an idle machine) instead")
+    p.add_argument("--costs-here", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     arithmetic = runner_arithmetic()  # before anything computes
+    if args.costs_here:
+        print(json.dumps(step_costs()))
+        return 0
     print(arithmetic.describe())
+    if args.costs:
+        costs = compare_costs()
+        for name, found in costs.items():
+            print(f"{name}: trunk {found['trunk_ms_per_image']:.3f} ms/image, "
+                  f"SGD step {found['sgd_ms_per_step']:.1f} ms")
+        ratios = {k: costs["native"][k] / costs["pinned"][k] for k in costs["native"]}
+        print(f"native/pinned: trunk {ratios['trunk_ms_per_image']:.2f}, SGD step {ratios['sgd_ms_per_step']:.2f}")
+        return 0
     found = sgd_fingerprint()
     print(" ".join(f"{part} {value}" for part, value in found.items()))
     if args.write:
