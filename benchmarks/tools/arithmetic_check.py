@@ -3,6 +3,8 @@ the main job's SGD arithmetic, bit for bit::
 
     python -m benchmarks.tools.arithmetic_check            # compare with the committed one
     AVALANCHE_TMC_ARITHMETIC=native python -m benchmarks.tools.arithmetic_check   # unpinned
+    python -m benchmarks.tools.arithmetic_check --attribute  # which of the pin's variables matter here
+    python -m benchmarks.tools.arithmetic_check --costs      # pinned against native, timed (idle machine)
 
 The fingerprint (:func:`sgd_fingerprint`): the main job's network at its real shapes
 (EfficientNet-Lite0 with its ImageNet weights at 64 px, the frozen trunk before ``blocks.6``
@@ -28,7 +30,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["REFERENCE", "sgd_fingerprint", "step_costs", "compare_costs", "reference", "differences", "main"]
+__all__ = ["REFERENCE", "ATTRIBUTIONS", "sgd_fingerprint", "step_costs", "compare_costs", "attribute", "reference",
+           "differences", "main"]
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "results" / "machines" / "sgd-fingerprint.json"
 """The committed fingerprint and the machine, arithmetic and versions it was made with."""
@@ -133,6 +136,28 @@ def compare_costs(rounds: int = 3) -> Dict[str, Dict[str, float]]:
     return {name: {k: sorted(r[k] for r in found)[len(found) // 2] for k in found[0]} for name, found in runs.items()}
 
 
+ATTRIBUTIONS = (("none",), ("ATEN_CPU_CAPABILITY",), ("ONEDNN_MAX_CPU_ISA",), ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS"),
+                ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"), ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR",
+                                                                "MKL_ENABLE_INSTRUCTIONS"))
+"""The sets of the pin's variables whose fingerprints :func:`attribute` compares."""
+
+
+def attribute() -> Dict[str, Dict[str, str]]:
+    """The fingerprint with each set of :data:`ATTRIBUTIONS` set, alone, before the process
+    starts (a fresh process each; ``none``: the CPU's own arithmetic): which variables are
+    necessary, and which sufficient, for the pinned fingerprint on this machine."""
+    from avalanche_tmc.arithmetic import PIN_VARIABLES
+
+    found = {}
+    for names in ATTRIBUTIONS:
+        env = {k: v for k, v in os.environ.items() if k not in PIN_VARIABLES and k != "AVALANCHE_TMC_ARITHMETIC"}
+        env.update({name: PIN_VARIABLES[name] for name in names if name in PIN_VARIABLES})
+        done = subprocess.run([sys.executable, "-m", "benchmarks.tools.arithmetic_check", "--fingerprint-here"],
+                              capture_output=True, text=True, env=env, check=True)
+        found[" + ".join(names)] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Print this machine's arithmetic and fingerprint and compare it with the committed one
     (exit 1 when they differ); ``--write`` replaces the committed one."""
@@ -143,8 +168,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--write", action="store_true", help=f"replace {REFERENCE.name} with this machine's fingerprint")
     p.add_argument("--costs", action="store_true", help="time the main job's unit pinned and native (3 processes "
                    "each, alternating; run it on an idle machine) instead")
+    p.add_argument("--attribute", action="store_true", help="the fingerprint with each of the pin's variables "
+                   "alone, ATen's and oneDNN's together, and all of them: which ones matter on this machine")
     p.add_argument("--costs-here", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--fingerprint-here", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.fingerprint_here:  # the environment as the caller set it: no pin, no opt-out
+        from avalanche_tmc.arithmetic import cpu_arithmetic
+
+        print(json.dumps(dict(sgd_fingerprint(), arithmetic=cpu_arithmetic().label)))
+        return 0
+    if args.attribute:
+        expected = reference()
+        for names, found in attribute().items():
+            same = [part for part in PARTS if found[part] == expected[part]]
+            print(f"{names}: {found['arithmetic']}; the committed fingerprint's "
+                  f"{', '.join(same) if same else 'no part'}{' (all)' if len(same) == len(PARTS) else ''}")
+        return 0
     arithmetic = runner_arithmetic()  # before anything computes
     if args.costs_here:
         print(json.dumps(step_costs()))
