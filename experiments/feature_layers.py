@@ -59,6 +59,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Print the measurement for every run of a preset."""
     parser = preset_parser(__doc__)
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     for run in PRESETS[args.preset]:
         print(f"{run['scenario']}-{run['dataset']} (validation on experience 0 / final test accuracy):", flush=True)
         for row in measure(run, data_root=args.data_root, weights=args.weights):

@@ -68,6 +68,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = preset_parser(__doc__)
     parser.add_argument("--forget", type=int, default=1, help="the experience id to forget")
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     for run in PRESETS[args.preset]:
         result = measure(run, args.forget, data_root=args.data_root, weights=args.weights)
         print(f"{run['scenario']}-{run['dataset']}: " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()),

@@ -97,6 +97,9 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--weights", default=None)
     args = parser.parse_args()
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     for run in PRESETS[args.preset]:
         results = measure(run, data_root=args.data_root, weights=args.weights)
         label = f"{run['scenario']}-{run['dataset']}-{run['tasks']}"

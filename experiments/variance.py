@@ -70,6 +70,9 @@ def main(argv=None) -> List[Dict]:
     parser.add_argument("--out", default="results/variance")
     parser.add_argument("--jobs", type=int, default=available_cores())
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     run = next(r for r in PRESETS[args.preset] if r["scenario"] == "class")
     rows = measure(run, args.seeds, args.out, data_root=args.data_root, weights=args.weights, jobs=args.jobs)
     os.makedirs(args.out, exist_ok=True)

@@ -20,6 +20,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--all", action="store_true", help="load every offline dataset")
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     unknown = [n for n in args.names if n not in DATASETS]
     if unknown:
         parser.error(f"unknown dataset(s) {', '.join(unknown)}; valid names: {', '.join(DATASETS)}")

@@ -110,6 +110,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p.add_argument("--epochs", type=int, default=RECIPE["epochs"])
     p.add_argument("--image-size", type=int, default=RECIPE["image_size"])
     args = p.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     path = pretrain_base(dict(epochs=args.epochs, image_size=args.image_size))
     print(path)
     return path

@@ -216,6 +216,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
     p.add_argument("--no-channels-last", action="store_true")
     p.add_argument("--save", type=Path, default=None, help="also write the table to this Markdown file")
     args = p.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda but torch.cuda.is_available() is False")

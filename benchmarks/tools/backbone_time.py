@@ -58,6 +58,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     torch.set_num_threads(args.threads)
     net = load_backbone(args.name, args.weights, pretrained=True)
     n_params = sum(p.numel() for p in net.parameters())

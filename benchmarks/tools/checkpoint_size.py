@@ -42,6 +42,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.checkpoint_size",
                                      description=__doc__.split("\n\n")[0])
     parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     torch.set_num_threads(1)
     bm = nc_benchmark(_random_images(20, 0), _random_images(10, 1), n_experiences=5, task_labels=False, seed=0)
     torch.manual_seed(0)

@@ -245,6 +245,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--save", default=None, help="also write the table to this Markdown file")
     args = p.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     if args.network not in NETWORKS or set(configs) - set(CONFIGS) or args.rounds < 1:
         p.error(f"--network one of {', '.join(NETWORKS)}; --configs from {', '.join(CONFIGS)}; --rounds >= 1")

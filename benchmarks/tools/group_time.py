@@ -67,6 +67,9 @@ def main(argv=None) -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=None, help="tangent epochs (default: the preset's)")
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     run = RunConfig.from_dict(PRESETS[args.preset][0])
     train, test, top = prepare(run)
     bm = make_scenario(run.scenario, train, test, run.tasks, seed=0)

@@ -215,6 +215,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     parser.add_argument("--save", metavar="FILE.md", help="also write the output here, headed by the command")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     workers = [int(w) for w in args.workers.split(",")]
     root = Path(args.root)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3

@@ -201,6 +201,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--run-epochs", type=int, default=1)
     parser.add_argument("--run-methods", default="tmc,naive,er,der")
     args = parser.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     names = _network_names(args.networks)
     unknown = [n for n in names if n not in NETWORKS]
     if unknown:

@@ -259,6 +259,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict]:
     p.add_argument("--save", type=Path, default=None, help="write the table here")
     add_option_flags(p)
     args = p.parse_args(argv)
+    from benchmarks.networks.arithmetic import runner_arithmetic
+
+    runner_arithmetic()  # the runner's one CPU arithmetic (AVX2), before torch computes
     amps = [a.strip() for a in args.amp.split(",") if a.strip()]
     if not amps or set(amps) - set(AMP_DTYPES):
         p.error(f"--amp {args.amp!r}: choose from {', '.join(AMP_DTYPES)}")
