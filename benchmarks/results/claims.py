@@ -202,7 +202,8 @@ def row_moves(rows: Sequence[Row], rule: str = DEFAULT_RULE):
     if rule not in MARGIN_RULES:
         raise ValueError(f"rule must be one of {', '.join(MARGIN_RULES)}, got {rule!r}")
     native_moves = measured_moves(files=UNPINNED_FILES if rule == "pinned" else MACHINE_FILES)
-    pinned_moves = measured_moves(files=PINNED_FILES) if rule == "pinned" else native_moves
+    # no comparison of pinned rows committed: nothing measured says they stay, so they keep the other margin
+    pinned_moves = (measured_moves(files=PINNED_FILES) if rule == "pinned" else []) or native_moves
     native = {(str(r["method"]), run_key(r)) for r in rows if r.get("arithmetic") not in ("", None, PINNED_ARITHMETIC)}
 
     def moves(method: str, run: RunKey) -> Sequence[MachineMoves]:

@@ -27,7 +27,7 @@ __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "ReportFileError", "method_info", "cost_class", "order_methods", "run_key", "row_key",
     "list_runs", "run_label", "accuracy_index", "final_accuracy", "accuracy_spread", "seed_count", "atomic_path",
     "write_csv", "read_csv", "write_tuning_csv", "read_tuning_csv", "read_written_csv", "KINDS", "VARIANCE_COLUMNS",
-    "write_rows_csv", "SPREAD_COLUMNS", "SAME_ROWS_COLUMNS", "PINNED_ARITHMETIC",
+    "write_rows_csv", "SPREAD_COLUMNS", "SAME_ROWS_COLUMNS", "PINNED_ARITHMETIC", "MARGIN_RULES_COLUMNS",
     "SEED_COUNT_COLUMNS", "GPU_HOURS_COLUMNS", "CONFIRMATION_COLUMNS",
     "regime_panels", "csv_kind", "kind_columns", "check_columns",
 ]
@@ -61,6 +61,9 @@ SPREAD_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "me
                                    "seed_difference_std")  # benchmarks.tools.spread
 SAME_ROWS_COLUMNS: Tuple[str, ...] = ("dataset", "scenario", "tasks", "regime", "method", "seeds", "machine_a",
                                       "machine_b", "rows", "equal", "max_difference")  # benchmarks.tools.same_rows
+MARGIN_RULES_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.margin_rules
+    "dataset", "scenario", "tasks", "regime", "claim", "rival", "seeds", "difference", "holm_low", "holm_high",
+    "repeats", "family", "preregistered_margin", "preregistered_verdict", "pinned_margin", "pinned_verdict")
 COST_COLUMNS: Tuple[str, ...] = ("tier", "module", "tests", "seconds")  # benchmarks.results.suite_costs
 SEED_COUNT_COLUMNS: Tuple[str, ...] = (  # benchmarks.results.seed_count
     "dataset", "scenario", "tasks", "regime", "claim", "rival", "pilot_seeds", "difference", "paired_std",
@@ -77,7 +80,7 @@ GPU_HOURS_COLUMNS: Tuple[str, ...] = (  # benchmarks.tools.gpu_hours
     "preset", "train_images", "test_images", "work", "seeds", "hours_per_seed", "hours", "images_per_second",
     "tangent_ratio")
 KINDS: Tuple[str, ...] = ("results", "tuning", "variance", "spread", "test-costs", "premise-map", "seed-count",
-                          "gpu-hours", "confirmation", "same-rows")
+                          "gpu-hours", "confirmation", "same-rows", "margin-rules")
 """What a CSV of the runner holds, written in its last column, ``kind``, on every row
 (results rows, tuning trials, variance rows, a machine comparison, the test suite's costs):
 the report reads it there instead of guessing from the header."""
@@ -233,7 +236,7 @@ def kind_columns(kind: str) -> Tuple[str, ...]:
     return {"results": _REQUIRED, "tuning": TUNING_COLUMNS, "variance": VARIANCE_COLUMNS, "spread": SPREAD_COLUMNS,
             "test-costs": COST_COLUMNS, "premise-map": MAP_COLUMNS, "seed-count": SEED_COUNT_COLUMNS,
             "gpu-hours": GPU_HOURS_COLUMNS, "confirmation": CONFIRMATION_COLUMNS,
-            "same-rows": SAME_ROWS_COLUMNS}[kind]
+            "same-rows": SAME_ROWS_COLUMNS, "margin-rules": MARGIN_RULES_COLUMNS}[kind]
 
 
 def _not_results(path: PathLike, header: Sequence[str], records: Sequence[Tuple[int, Dict[str, str]]]) -> None:

@@ -211,7 +211,8 @@ def generated_block(path: PathLike) -> str:
     :func:`benchmarks.results.suite_costs.cost_table` of the test suite's costs or
     :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours or
     :func:`benchmarks.results.confirmation.confirmation_table` of a confirmatory run against its pilot or
-    :func:`benchmarks.results.same_rows.same_rows_table` of two machines' rows compared bit for bit."""
+    :func:`benchmarks.results.same_rows.same_rows_table` of two machines' rows compared bit for bit or
+    :func:`benchmarks.results.margin_rules.margin_rules_table` of a run's verdicts under both margin rules."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     check_columns(path, kind)
     if kind == "spread":
@@ -230,6 +231,10 @@ def generated_block(path: PathLike) -> str:
         return seed_count_table(read_seed_counts(Path(path)))
     if kind == "gpu-hours":
         return gpu_hours_table(read_gpu_hours(Path(path)))
+    if kind == "margin-rules":
+        from benchmarks.results.margin_rules import margin_rules_table, read_margin_rules  # (it imports the claims)
+
+        return margin_rules_table(read_margin_rules(Path(path)))
     if kind == "same-rows":
         from benchmarks.results.same_rows import read_same_rows, same_rows_table
 
