@@ -42,7 +42,7 @@ CONFIRM = _run([0.50, 0.52, 0.51, 0.49, 0.53, 0.50], (0.001, -0.001, 0.0, 0.002,
 
 
 def test_each_cell_has_both_verdicts_and_an_open_cell_its_seed_count():
-    rows = {r["claim"]: r for r in confirmation_rows(PILOT, CONFIRM, cap=200)}
+    rows = {r["claim"]: r for r in confirmation_rows(PILOT, CONFIRM, cap=200, rule="preregistered")}
     assert set(rows) == {"TMC > Soup", "TME > Soup", "TME > TMC", "TMC > the best replay-free (LwF, EWC)",
                          "TMC > EWC", "TMC > TMC-Seq (class-IL)"}
     assert all(r["family"] == 5 and r["seeds"] == 6 and r["pilot_seeds"] == 3 for r in rows.values())
@@ -68,7 +68,7 @@ def test_each_cell_has_both_verdicts_and_an_open_cell_its_seed_count():
 
 
 def test_the_table_counts_each_verdict_before_and_after_and_lists_changes_and_open_cells(tmp_path):
-    path = write_rows_csv(confirmation_rows(PILOT, CONFIRM, cap=200), tmp_path / "verdicts.csv", COLUMNS,
+    path = write_rows_csv(confirmation_rows(PILOT, CONFIRM, cap=200, rule="preregistered"), tmp_path / "verdicts.csv", COLUMNS,
                           "confirmation")
     table = confirmation_table(read_confirmation(path))
     # by hand: before, TMC > EWC and its repeat hold, the other four open; after, TME > TMC holds
