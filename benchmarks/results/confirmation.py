@@ -123,6 +123,8 @@ def confirmation_table(rows: Sequence[Dict[str, str]]) -> str:
     lines += [f"| {_run(r)} | {r['claim']} | {r['pilot_verdict']} | {_confirmed(r)} | **{r['verdict']}** |"
               for r in changed]
     still = [r for r in rows if r["verdict"] not in DECIDED]
+    if not still:
+        return "\n".join(lines + ["", "Cells the confirmatory run leaves open: none."]) + "\n"
     lines += ["", f"Cells the confirmatory run leaves open ({len(still)}), with the seeds at which its own difference "
               f"and spread would be decided (up to {first['cap']}; Holm's strictest step, the rows' machine margins "
               "at that count; benchmarks/results/seed_count.py):", "",
