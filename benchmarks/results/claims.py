@@ -25,8 +25,9 @@ may move by the 95% bound of the measured moves at n seeds; a claim whose Holm i
 machines". Which moves bound a row is the margin rule (``rule``, one of
 :data:`~benchmarks.results.machine_moves.MARGIN_RULES`): ``pinned`` (the default, the
 amendment of issue 58) bounds a row computed with the pinned AVX2 arithmetic (its
-``arithmetic`` column ``avx2``, or empty in a file written before the column) by the
-comparisons of pinned rows across machines, and a row computed natively by the others;
+``arithmetic`` column ``avx2``) by the comparisons of pinned rows across machines, and a row
+computed with a CPU's own kernels (another value, or none: a file written before the column)
+by the others;
 ``preregistered`` bounds every row by the comparisons of natively computed rows, as the
 pre-registration fixed it.
 
@@ -198,13 +199,14 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
 def row_moves(rows: Sequence[Row], rule: str = DEFAULT_RULE):
     """``moves(method, run)``: the committed machine comparisons that bound that row of
     ``rows`` under the margin ``rule`` (see the module): for the ``pinned`` rule, those of
-    pinned rows unless a row of the method in that run was computed natively."""
+    pinned rows when every row of the method in that run says it was computed with the
+    pinned arithmetic, else those of rows computed with a CPU's own kernels."""
     if rule not in MARGIN_RULES:
         raise ValueError(f"rule must be one of {', '.join(MARGIN_RULES)}, got {rule!r}")
     native_moves = measured_moves(files=UNPINNED_FILES if rule == "pinned" else MACHINE_FILES)
     # no comparison of pinned rows committed: nothing measured says they stay, so they keep the other margin
     pinned_moves = (measured_moves(files=PINNED_FILES) if rule == "pinned" else []) or native_moves
-    native = {(str(r["method"]), run_key(r)) for r in rows if r.get("arithmetic") not in ("", None, PINNED_ARITHMETIC)}
+    native = {(str(r["method"]), run_key(r)) for r in rows if r.get("arithmetic") != PINNED_ARITHMETIC}
 
     def moves(method: str, run: RunKey) -> Sequence[MachineMoves]:
         return native_moves if (method, run) in native else pinned_moves
@@ -330,8 +332,8 @@ _MARGIN_TEXT = {
     "pinned": "the 95% bound 1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in "
               "docs/results/machines/ (σ one seed's move, B a row's systematic shift, the largest over the pairs of "
               "machines measured; benchmarks/results/machine_moves.py): for a row computed with the pinned AVX2 "
-              "arithmetic, the comparisons of pinned rows across machines (bit for bit the same so far: 0.0); for a "
-              "row computed with a CPU's own kernels (its arithmetic column), the comparisons of such rows; 0 for "
+              "arithmetic (its arithmetic column), the comparisons of pinned rows across machines (bit for bit the "
+              "same so far: 0.0); for a row computed with a CPU's own kernels, the comparisons of such rows; 0 for "
               "tangent and training-free rows, measured the same to 0.0 (the margin rule amended after the "
               "confirmatory run, docs/preregistration.md)",
     "preregistered": "0 for tangent and training-free rows, measured the same to 0.0; else the 95% bound "

@@ -44,8 +44,10 @@ COLUMNS: Tuple[str, ...] = (
 PINNED_ARITHMETIC = "avx2"
 """The ``arithmetic`` of a row computed with the pinned CPU arithmetic (avalanche_tmc.arithmetic);
 a native one is ``native:<ATen>/<oneDNN>``. Files written before the column read it as empty:
-rows made with the CPU's own kernels, which on the AVX2 machines that made the committed runs
-were the pinned arithmetic (docs/results.md, "One arithmetic")."""
+rows made with some CPU's own kernels, not known to be the pinned arithmetic. The pilot's and
+the confirmatory run's files carry ``avx2``: made on an AVX2 CPU, whose own kernels are the
+pinned ones, and reproduced bit for bit pinned on an AVX-512 CPU (docs/results.md, "One
+arithmetic"), the column was added to them as the runner now writes it."""
 _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
     "seed": lambda v: int(v) if v else "", "data_seed": lambda v: int(v) if v else "",

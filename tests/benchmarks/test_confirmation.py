@@ -68,8 +68,8 @@ def test_each_cell_has_both_verdicts_and_an_open_cell_its_seed_count():
 
 
 def test_the_table_counts_each_verdict_before_and_after_and_lists_changes_and_open_cells(tmp_path):
-    path = write_rows_csv(confirmation_rows(PILOT, CONFIRM, cap=200, rule="preregistered"), tmp_path / "verdicts.csv", COLUMNS,
-                          "confirmation")
+    path = write_rows_csv(confirmation_rows(PILOT, CONFIRM, cap=200, rule="preregistered"),
+                          tmp_path / "verdicts.csv", COLUMNS, "confirmation")
     table = confirmation_table(read_confirmation(path))
     # by hand: before, TMC > EWC and its repeat hold, the other four open; after, TME > TMC holds
     # too, TMC-Seq is equivalent, TME > Soup is open across machines, TMC > Soup stays open

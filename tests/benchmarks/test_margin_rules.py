@@ -11,7 +11,7 @@ from benchmarks.results.files import write_csv
 from benchmarks.results.machine_moves import MACHINE_FILES, UNPINNED_FILES, machine_margin, measured_moves
 
 
-def _rows(finals, arithmetic=""):
+def _rows(finals, arithmetic="avx2"):
     return [dict(dataset="d", scenario="class", tasks=2, backbone="b", method=m, model="composed", after_task=2,
                  eval_exp="all", accuracy=a, train_seconds=1.0, eval_seconds=1.0, regime="r", seed=s, epochs=20,
                  arithmetic=arithmetic(m) if callable(arithmetic) else arithmetic)
@@ -48,6 +48,9 @@ def test_the_tool_writes_a_table_of_both_rules_with_their_counts(tmp_path, capsy
     assert "**not resolved across machines** | ±0.0, **holds** |" in block
     assert "* under the pre-registered rule: 2 hold, 0 fails, 0 equivalent, 1 not resolved across machines" in block
     assert "* under the amended rule: 3 hold, 0 fails, 0 equivalent, 0 not resolved across machines" in block
+    write_csv(_rows(FINALS, arithmetic=""), results)  # not known to be pinned: both rules alike
+    margin_rules.main([str(results), "--out", str(out)])
+    assert "Verdicts that differ in bold (0)" in report.generated_block(out)
 
 
 def test_the_tool_refuses_results_without_verdicts_and_an_out_that_is_its_input(tmp_path, capsys):
