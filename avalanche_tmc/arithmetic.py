@@ -100,7 +100,10 @@ class CpuArithmetic:
                 "were set; kept apart from the pinned AVX2 rows")
 
 
-_MEASURED: Dict[int, CpuArithmetic] = {}  # per process (a forked child measures its own: the kernels it inherited)
+_MEASURED: Dict[str, CpuArithmetic] = {}
+# Measured once; a forked child inherits the record with the kernels its parent chose (oneDNN
+# prints its header once a process, so a child's own reading would name them otherwise), a
+# spawned process measures anew.
 
 
 def _cpu_flags() -> Optional[set]:
@@ -191,16 +194,15 @@ def _mkl_path() -> str:
 
 
 def cpu_arithmetic() -> CpuArithmetic:
-    """What this process computes with on the CPU (measured once a process; measuring runs
-    a small convolution and product, which fixes the kernels' choice as any first
-    operation would)."""
-    pid = os.getpid()
-    if pid not in _MEASURED:
+    """What this process computes with on the CPU (measured once; measuring runs a small
+    convolution and product, which fixes the kernels' choice as any first operation would;
+    a forked child inherits its parent's record, as it inherits the kernels chosen)."""
+    if "process" not in _MEASURED:
         requested = PINNED_ISA if all(os.environ.get(k) == v for k, v in PIN_VARIABLES.items()) else None
-        _MEASURED[pid] = CpuArithmetic(aten=torch.backends.cpu.get_cpu_capability(), onednn=_onednn_isa(),
-                                       mkl=_mkl_path(), cpu=_cpu_model(), machine=platform.machine(),
-                                       requested=requested)
-    return _MEASURED[pid]
+        _MEASURED["process"] = CpuArithmetic(aten=torch.backends.cpu.get_cpu_capability(), onednn=_onednn_isa(),
+                                             mkl=_mkl_path(), cpu=_cpu_model(), machine=platform.machine(),
+                                             requested=requested)
+    return _MEASURED["process"]
 
 
 def pin_cpu_arithmetic(strict: bool = True) -> CpuArithmetic:
@@ -212,11 +214,11 @@ def pin_cpu_arithmetic(strict: bool = True) -> CpuArithmetic:
     computes instead (:meth:`CpuArithmetic.describe`). Where torch computed before the call,
     its kernels are already chosen: ``strict`` raises :class:`ArithmeticNotPinnedError`
     saying what to do; otherwise the result says so (``pinned`` False)."""
-    already = _MEASURED.get(os.getpid())
+    already = _MEASURED.get("process")
     os.environ.update(PIN_VARIABLES)
     if already is not None and already.requested is None:  # measured before the pin: a record of that
-        _MEASURED[os.getpid()] = CpuArithmetic(already.aten, already.onednn, already.mkl, already.cpu,
-                                               already.machine, requested=PINNED_ISA)
+        _MEASURED["process"] = CpuArithmetic(already.aten, already.onednn, already.mkl, already.cpu,
+                                             already.machine, requested=PINNED_ISA)
     measured = cpu_arithmetic()
     if strict and not measured.pinned and _has_avx2():
         exports = " ".join(f"{k}={v}" for k, v in PIN_VARIABLES.items())

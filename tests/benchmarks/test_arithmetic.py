@@ -58,17 +58,19 @@ def test_the_main_jobs_sgd_arithmetic_is_the_committed_one_bit_for_bit():
 
 
 def _arithmetic_in_job(_: int):
-    return os.getpid(), cpu_arithmetic().label, os.environ.get("ATEN_CPU_CAPABILITY")
+    """The job's pid, the label it records, ATen's own capability and the variable it sees."""
+    return os.getpid(), cpu_arithmetic().label, torch.backends.cpu.get_cpu_capability(), \
+        os.environ.get("ATEN_CPU_CAPABILITY")
 
 
 @needs_avx2
 def test_forked_jobs_and_spawned_processes_compute_with_the_pinned_arithmetic():
     jobs = run_tasks(_arithmetic_in_job, [0, 1, 2, 3], jobs=2)
-    assert {pid for pid, _, _ in jobs} - {os.getpid()}, "the tasks ran in forked processes"
-    assert all(label == "avx2" and variable == "avx2" for _, label, variable in jobs), jobs
+    assert {job[0] for job in jobs} - {os.getpid()}, "the tasks ran in forked processes"
+    assert all(job[1:] == ("avx2", "AVX2", "avx2") for job in jobs), jobs
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # what gloo training starts with threads > 1
-        pid, label, variable = pool.apply(_arithmetic_in_job, (0,))
-    assert pid != os.getpid() and (label, variable) == ("avx2", "avx2")
+        spawned = pool.apply(_arithmetic_in_job, (0,))
+    assert spawned[0] != os.getpid() and spawned[1:] == ("avx2", "AVX2", "avx2")
 
 
 def test_another_arithmetic_gets_its_own_progress_key_and_cached_tensors(monkeypatch, tmp_path):
@@ -114,3 +116,16 @@ def test_the_runner_says_its_arithmetic_in_its_header_and_native_opts_out():
     assert pinned.returncode == native.returncode == 2  # refused by the preflight, after the header
     assert "arithmetic: AVX2, pinned (ATen AVX2, oneDNN Intel AVX2" in pinned.stdout
     assert "arithmetic: native, not pinned" in native.stdout
+
+
+def test_a_native_run_records_one_arithmetic_in_its_parent_and_its_forked_jobs():
+    """The progress key is made in the parent (to find what an earlier run kept) and in each
+    job (to save what it trains): both must name the same arithmetic, or a native run could
+    never resume. oneDNN names its ISA once a process, so the jobs inherit the parent's record."""
+    code = ("from benchmarks.networks.arithmetic import runner_arithmetic, arithmetic_key\n"
+            "from benchmarks.runner.forked_jobs import run_tasks\n"
+            "runner_arithmetic(native=True)\n"
+            "def key(_):\n    return arithmetic_key()\n"
+            "print(arithmetic_key(), sorted(set(run_tasks(key, [0, 1, 2], jobs=2))))\n")
+    parent, jobs = _python(code).strip().splitlines()[-1].split(" ", 1)
+    assert jobs == repr([parent]) and (parent.startswith("native:") or parent == "None"), (parent, jobs)
