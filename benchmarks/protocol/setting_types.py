@@ -6,7 +6,7 @@ from typing import Callable, Tuple
 
 from avalanche_tmc.cli.argtypes import MAX_EPOCHS, MAX_SEED  # standard library only
 
-__all__ = ["MAX_SEEDS", "int_at_least", "bounded_float", "milestones", "decay", "seeds"]
+__all__ = ["MAX_SEEDS", "SEED_COUNT_ASKS", "int_at_least", "bounded_float", "milestones", "decay", "seeds"]
 
 MAX_SEEDS = 1000
 """The most seeds of ``--seeds`` (a count, or the length of a list)."""
@@ -69,16 +69,39 @@ def decay(text: str) -> float:
     return value
 
 
+SEED_COUNT_ASKS = 50
+"""The smallest ``--seeds N`` read as a question: a count this large is more often a seed (100,
+the confirmatory run's first) than a plan, so it must be written as a range (``0-99``)."""
+
+
 def seeds(text: str) -> Tuple[int, ...]:
-    """``--seeds 3`` (seeds 0, 1, 2) or ``--seeds 0,4,7`` (those seeds)."""
+    """``--seeds 3`` (seeds 0, 1, 2), ``--seeds 0,4,7`` (those seeds) or ``--seeds 100-119``
+    (those, both ends included). A count of :data:`SEED_COUNT_ASKS` or more is refused,
+    asking for the range or ``--seed N``: ``--seeds 100`` meant as seed 100 would start a
+    hundred-seed run."""
+    text = text.strip()
+    if "-" in text.lstrip("-") and "," not in text:
+        first, _, last = text.partition("-")
+        try:
+            low, high = int(first), int(last)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a range of seeds (100-119), got {text!r}") from None
+        if not 0 <= low <= high <= MAX_SEED or high - low + 1 > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"a range of seeds must be A-B with 0 <= A <= B <= {MAX_SEED}, at most "
+                                             f"{MAX_SEEDS} seeds, got {text!r}")
+        return tuple(range(low, high + 1))
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count (3) or comma-separated seeds (0,4,7), got {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(f"expected a count (3), comma-separated seeds (0,4,7) or a range "
+                                         f"(100-119), got {text!r}") from None
     if "," not in text:
         if len(values) != 1 or not 1 <= values[0] <= MAX_SEEDS:
             raise argparse.ArgumentTypeError(f"a seed count must be in 1..{MAX_SEEDS}, got {text!r}")
+        if values[0] >= SEED_COUNT_ASKS:
+            raise argparse.ArgumentTypeError(
+                f"{text} as a count runs {values[0]} seeds (0-{values[0] - 1}): write --seeds 0-{values[0] - 1} if "
+                f"that is the plan, or --seed {values[0]} for seed {values[0]} alone")
         return tuple(range(values[0]))
     if len(values) > MAX_SEEDS:
         raise argparse.ArgumentTypeError(f"at most {MAX_SEEDS} seeds, got {len(values)}")

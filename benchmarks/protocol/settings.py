@@ -155,10 +155,11 @@ SETTINGS: Tuple[Setting, ...] = (
     _run("projection_dim", int, f"random ReLU features of the RanPAC-style heads (default {DEFAULT_PROJECTION_DIM}; "
          f"at most {MAX_PROJECTION_DIM}: their statistics take 8·M² bytes)", default=DEFAULT_PROJECTION_DIM,
          argument=dict(type=int_at_least(1, MAX_PROJECTION_DIM), metavar="M"), trains=True, key="unless_default"),
-    _run("seeds", Tuple[int, ...], "repeat every method over N seeds (0..N-1) or the listed ones: training "
+    _run("seeds", Tuple[int, ...], "repeat every method over N seeds (0..N-1, N under 50), the listed ones or a "
+         "range A-B: training "
          "randomness only (minibatch order, new-head initialisation, random projections); default: the preset's; "
          f"at most {MAX_SEEDS} seeds, each in 0..{MAX_SEED}", default=(0,), key="never",
-         argument=dict(type=seeds, metavar="N|S1,S2,...")),
+         argument=dict(type=seeds, metavar="N|S1,S2,...|A-B")),
     _invocation("data_seed", int, "class order (class/task-IL) and random shards (data-IL); the same for every seed",
                 default=0, argument=dict(type=int_at_least(0, MAX_SEED)), key="always"),
     _invocation("device", str, "torch device: cpu, cuda, cuda:N (default: cuda if available, else cpu)",

@@ -29,6 +29,26 @@ def test_runner_refuses_bad_arguments(argv, message, capsys):
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_a_seed_count_that_looks_like_a_seed_asks_for_the_explicit_form(capsys):
+    """Issue 59, item 6: ``--seeds 100`` meant as seed 100 started a hundred-seed run. A count
+    of 50 or more is refused, naming both explicit forms; the range form runs those seeds."""
+    from benchmarks import run
+
+    with pytest.raises(SystemExit) as exit_info:
+        run.parse_args(["--seeds", "100"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "100 as a count runs 100 seeds (0-99): write --seeds 0-99 if that is the plan, or --seed 100 for seed " \
+           "100 alone" in err
+    assert run.parse_args(["--seeds", "100-102"]).seeds == (100, 101, 102)
+    assert run.parse_args(["--seeds", "0-99"]).seeds == tuple(range(100))
+    assert run.parse_args(["--seeds", "49"]).seeds == tuple(range(49))
+    for bad in ("5-3", "1-x", "0-1000"):
+        with pytest.raises(SystemExit):
+            run.parse_args(["--seeds", bad])
+    assert "a range of seeds must be A-B" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--seeds", "100000000"], r"a seed count must be in 1\.\.1000"),
     (["--seeds", "1001"], r"a seed count must be in 1\.\.1000"),
@@ -62,7 +82,7 @@ def test_runner_accepts_counts_at_their_bound():
     from benchmarks import run
     from benchmarks.runner.arguments import MAX_EPOCHS, MAX_SEEDS, MAX_TASKS
 
-    args = run.parse_args(["--seeds", str(MAX_SEEDS), "--tasks", str(MAX_TASKS), "--epochs", str(MAX_EPOCHS),
+    args = run.parse_args(["--seeds", f"0-{MAX_SEEDS - 1}", "--tasks", str(MAX_TASKS), "--epochs", str(MAX_EPOCHS),
                            "--data-seed", "2147483647"])
     assert (len(args.seeds), args.tasks, args.epochs, args.data_seed) == (1000, 1000, 10000, 2**31 - 1)
 
