@@ -18,7 +18,7 @@ from avalanche.logging import CSVLogger, InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
-from avalanche_tmc import experience_seed, find_head, loss_metrics
+from avalanche_tmc import DivergenceGuardPlugin, experience_seed, find_head, loss_metrics
 from avalanche_tmc.arithmetic import cpu_arithmetic
 from avalanche_tmc.files.filesystem import atomic_path
 from avalanche_tmc.loggers import make_loggers
@@ -114,6 +114,9 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
     torch.manual_seed(cfg.seed)
     loader = dict(loader or {})
     strategy = build_strategy(group, top, cfg, make_evaluator(os.path.join(out_dir, group.name), verbose, loggers))
+    for plugin in strategy.plugins:  # its warnings and errors say which training they are about
+        if isinstance(plugin, DivergenceGuardPlugin):
+            plugin.label = label
     if progress and group.family != "training-free":
         stages_count = 1 if group.joint else len(bm.train_stream)
         strategy.plugins.append(EpochProgressPlugin(label, stages_count * strategy.train_epochs))

@@ -97,11 +97,20 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
     read once per experience (no synchronisation per step). The experience is kept: only a
     non-finite loss or tensor stops training.
 
-    :param loss_increase_factor: the ratio that warns, a finite number ``> 1``; None turns the
-        warning off."""
+    The warning names the learning rate as set for the experience and, when a schedule cut it
+    since, as it was at the end, and advises a tenth of the rate as set: the schedule's last
+    rate is not the one to lower. ``label`` (e.g. ``"tme, seed 2"``, set by a runner that trains
+    several methods at once) heads every message, so that a warning says which training it is
+    about.
 
-    def __init__(self, loss_increase_factor: Optional[float] = LOSS_INCREASE_FACTOR):
+    :param loss_increase_factor: the ratio that warns, a finite number ``> 1``; None turns the
+        warning off.
+    :param label: what trains, said first in every message (None: nothing)."""
+
+    def __init__(self, loss_increase_factor: Optional[float] = LOSS_INCREASE_FACTOR, label: Optional[str] = None):
         super().__init__()
+        self.label = label
+        self._set_lr: Optional[float] = None
         if loss_increase_factor is not None and (
                 isinstance(loss_increase_factor, bool) or not isinstance(loss_increase_factor, (int, float))
                 or not 1 < loss_increase_factor < math.inf):
@@ -120,13 +129,26 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
             return optimizer.param_groups[0].get("lr")
         return None
 
+    def _who(self, strategy: "SupervisedTemplate") -> str:
+        """``"tme, seed 2, experience 3"`` (with a label) or ``"Experience 3"``."""
+        where = f"experience {_experience_id(strategy)}"
+        return f"{self.label}, {where}" if self.label else where[0].upper() + where[1:]
+
+    def _rates(self, strategy: "SupervisedTemplate") -> str:
+        """``"lr=0.003 as set for the experience, 3e-05 after the schedule's cuts"``."""
+        now = self._learning_rate(strategy)
+        set_lr = self._set_lr if self._set_lr is not None else now
+        text = f"lr={set_lr:g} as set for the experience" if isinstance(set_lr, float) else f"lr={set_lr}"
+        if isinstance(now, float) and isinstance(set_lr, float) and now != set_lr:
+            text += f", {now:g} after the schedule's cuts"
+        return text
+
     def stop(self, strategy: "SupervisedTemplate", what: str) -> None:
         """Raise the :class:`DivergenceError` for ``what`` (e.g. ``"the loss is nan"``)."""
-        lr = self._learning_rate(strategy)
         raise DivergenceError(
-            f"Experience {_experience_id(strategy)}: training diverged at {_training_position(strategy)}: {what}. "
-            f"Nothing was composed; the strategy is as before this train() call. Lower the learning rate (lr={lr}) "
-            "or check the data for NaN/inf."
+            f"{self._who(strategy)}: training diverged at {_training_position(strategy)}: {what}. "
+            f"Nothing was composed; the strategy is as before this train() call. Lower the learning rate "
+            f"({self._rates(strategy)}) or check the data for NaN/inf."
         )
 
     def check_trained_tensors(self, strategy: "SupervisedTemplate") -> None:
@@ -147,8 +169,9 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         self.check_trained_tensors(strategy)
 
     def before_training_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
-        """Start the experience's loss record."""
+        """Start the experience's loss record and note its learning rate as set."""
         self._first_loss, self._epoch_sum, self._epoch_iterations, self._last_epoch = None, None, 0, None
+        self._set_lr = self._learning_rate(strategy)
 
     def before_training_epoch(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
         """Start the epoch's loss sum (the previous epoch's is kept if this one has no iteration)."""
@@ -179,12 +202,13 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         if not (first > 0 and mean > self.loss_increase_factor * first):
             return
         self.warned = True
+        set_lr = self._set_lr if self._set_lr is not None else self._learning_rate(strategy)
+        advice = f"lower it, e.g. to {set_lr / 10:g}" if isinstance(set_lr, float) else "lower it"
         warnings.warn(LossIncreaseWarning(
-            f"Experience {_experience_id(strategy)}: the training loss ended far above where it started: "
+            f"{self._who(strategy)}: the training loss ended far above where it started: "
             f"{mean:.4g} (mean of the last epoch) against {first:.4g} (the first iteration, before any "
-            f"optimizer step), {mean / first:.1f} times. The learning rate (lr={self._learning_rate(strategy)}) "
-            "is most likely too large for this network: lower it (1e-4, the paper's and the library's "
-            "default, for a fully trained network), as 'Choosing the learning rate' in docs/usage.md "
+            f"optimizer step), {mean / first:.1f} times. The learning rate ({self._rates(strategy)}) is most "
+            f"likely too large for this network: {advice}, as 'Choosing the learning rate' in docs/usage.md "
             "says. This warning is given once per strategy."), stacklevel=2)
 
     def after_training_exp(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:

@@ -113,6 +113,31 @@ def test_the_rule(epochs, warns, numbers):
         assert "lr=0.01" in message and "docs/usage.md" in message and "lower it" in message
 
 
+def test_the_warning_names_the_training_and_the_rate_as_set_not_as_scheduled():
+    """Issue 59, item 3: a run of several methods warned "lr=3.0000000000000004e-05 ... lower it
+    (1e-4)": the rate after the schedule's cuts, advice above it, and no word of which method
+    and seed. The message now says the label, the rate as set and as cut, and advises a tenth
+    of the rate as set."""
+    guard, strategy = DivergenceGuardPlugin(label="tme, seed 2"), _fake_strategy(lr=3e-3)
+
+    def cut_then_climb():
+        strategy.experience.current_experience = 1
+        guard.before_training_exp(strategy)
+        for group in strategy.optimizer.param_groups:
+            group["lr"] = 3e-3 * 0.01  # the schedule's two cuts
+        guard.before_training_epoch(strategy)
+        for value in (10, 40, 40):
+            strategy.loss = torch.tensor(float(value))
+            guard.after_training_iteration(strategy)
+        guard.after_training_exp(strategy)
+
+    (caught,) = _warnings_of(cut_then_climb)
+    message = str(caught.message)
+    assert message.startswith("tme, seed 2, experience 1: the training loss ended far above")
+    assert "lr=0.003 as set for the experience, 3e-05 after the schedule's cuts" in message
+    assert "lower it, e.g. to 0.0003" in message and "1e-4" not in message
+
+
 def test_once_per_strategy_and_a_factor_of_ones_own():
     guard, strategy = DivergenceGuardPlugin(), _fake_strategy()
     caught = _warnings_of(lambda: [_run_experience(guard, strategy, e, [[10, 50]]) for e in range(3)])
