@@ -235,7 +235,7 @@ def _appending_csv_logger() -> type:
             self._open_files()
             self.training_exp_id = None
             self.in_train_phase = None
-            self.val_acc, self.val_loss = 0, 0
+            self.val_acc, self.val_loss = None, None  # nothing measured yet: empty cells (see CSVLogger)
 
         def _open_files(self) -> None:
             for attribute, (name, header) in _HEADERS.items():

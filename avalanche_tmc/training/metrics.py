@@ -104,13 +104,46 @@ def _avalanche_names(metric_values: List[MetricValue]) -> List[MetricValue]:
 
 
 class CSVLogger(AvalancheCSVLogger):
-    """Avalanche's ``CSVLogger`` with its loss columns filled from named losses too (it reads
-    them by Avalanche's fixed names, ``Loss_Epoch`` and ``Loss_Exp``)."""
+    """Avalanche's ``CSVLogger`` (its files, columns and rows) with two differences: its loss
+    columns are filled from named losses too (it reads them by Avalanche's fixed names,
+    ``Loss_Epoch`` and ``Loss_Exp``), and a column whose metric the evaluator did not compute
+    is left empty instead of written as 0 (Avalanche writes 0 for a training accuracy no
+    metric measured, a validation accuracy with no validation stream, or the forgetting of an
+    experience not trained yet, which read as measured zeros)."""
+
+    def __init__(self, log_folder: Any = None):
+        super().__init__(log_folder)
+        self.val_acc, self.val_loss = None, None
+
+    def _val_to_str(self, m_val: Any) -> str:
+        return "" if m_val is None else super()._val_to_str(m_val)
 
     def after_training_epoch(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
-        """Avalanche's row of the epoch, the named losses in its loss column."""
-        super().after_training_epoch(strategy, _avalanche_names(metric_values), **kwargs)
+        """Avalanche's row of the epoch, the named losses in its loss column, empty cells for
+        what was not measured."""
+        train_acc = train_loss = None
+        for value in _avalanche_names(metric_values):
+            if "train_stream" in value.name and value.name.startswith("Top1_Acc_Epoch"):
+                train_acc = value.value
+            elif "train_stream" in value.name and value.name.startswith("Loss_Epoch"):
+                train_loss = value.value
+        self.print_train_metrics(self.training_exp_id, strategy.clock.train_exp_epochs, train_acc, self.val_acc,
+                                 train_loss, self.val_loss)
 
     def after_eval_exp(self, strategy: Any, metric_values: List[MetricValue], **kwargs: Any) -> None:
-        """Avalanche's row of the evaluated experience, the named losses in its loss column."""
-        super().after_eval_exp(strategy, _avalanche_names(metric_values), **kwargs)
+        """Avalanche's row of the evaluated experience, the named losses in its loss column,
+        empty cells for what was not measured."""
+        acc = loss = forgetting = None
+        for value in _avalanche_names(metric_values):
+            if value.name.startswith("Top1_Acc_Exp"):
+                acc = value.value
+            elif value.name.startswith("Loss_Exp"):
+                loss = value.value
+            elif value.name.startswith("ExperienceForgetting"):
+                forgetting = value.value
+        if self.in_train_phase:  # validation within training
+            self.val_acc, self.val_loss = (acc, loss) if acc is not None or loss is not None else (
+                self.val_acc, self.val_loss)
+        else:
+            self.print_eval_metrics(strategy.experience.current_experience, self.training_exp_id, acc, loss,
+                                    forgetting)

@@ -38,13 +38,15 @@ def make_evaluator(out_dir: str, verbose: bool = False, loggers: Sequence[str] =
     files under ``out_dir``) and, with ``verbose``, Avalanche's interactive logger. Losses
     are named for what they are (``avalanche_tmc.loss_metrics``): a tangent method's RSL
     is ``RSL_Loss_Stream``, TME's ``NLL_Loss_Stream``, a baseline's cross-entropy
-    ``CE_Loss_Stream``, never one ``Loss_Stream`` column of different losses."""
+    ``CE_Loss_Stream``, never one ``Loss_Stream`` column of different losses. Every column
+    the CSV logger writes is measured: training accuracy and loss per epoch, accuracy, loss
+    and forgetting per evaluated experience (no validation stream: its columns stay empty)."""
     chosen = make_loggers(loggers, out_dir, os.path.basename(out_dir), text_stream=sys.stdout)
     if verbose:
         chosen.append(InteractiveLogger())
     return EvaluationPlugin(
-        accuracy_metrics(experience=True, stream=True),
-        loss_metrics(stream=True),
+        accuracy_metrics(epoch=True, experience=True, stream=True),
+        loss_metrics(epoch=True, experience=True, stream=True),
         forgetting_metrics(experience=True, stream=True),
         loggers=chosen,
     )

@@ -232,6 +232,39 @@ def test_loggers_are_chosen_by_name_and_write_under_the_run(tmp_path):
         raise SystemExit("wandb is installed: nothing to refuse")
 
 
+@pytest.mark.integration
+def test_the_csv_logs_hold_the_runs_own_numbers_and_no_made_up_zero(tmp_path):
+    """Issue 59, item 4: the runner's evaluator computed no epoch metric and no per-experience
+    loss, and Avalanche's CSV logger wrote 0 for all of them. Every cell is now measured or
+    empty: eval_results' accuracies are the results rows' (to the logger's 4 decimals), its
+    losses positive, the forgetting of an experience not trained yet empty and of one trained
+    earlier its accuracy then minus now; training rows carry the epoch's accuracy and loss."""
+    rows = run.main(TINY + ["--scenario", "class", "--methods", "naive", "--epochs", "2", "--out", str(tmp_path)])
+    (folder,) = {d for d, _, files in os.walk(tmp_path / "logs") if "eval_results.csv" in files}
+    with open(os.path.join(folder, "training_results.csv"), newline="") as f:
+        training = list(csv.DictReader(f))
+    with open(os.path.join(folder, "eval_results.csv"), newline="") as f:
+        evaluated = list(csv.DictReader(f))
+    assert len(training) == 4  # 2 experiences x 2 epochs
+    for row in training:
+        assert 0 <= float(row["training_accuracy"]) <= 1 and float(row["training_loss"]) > 0  # measured, not empty
+        assert row["val_accuracy"] == row["val_loss"] == ""  # no validation stream: nothing measured
+    accuracy = {(int(r["after_task"]) - 1, int(r["eval_exp"])): r["accuracy"] for r in rows
+                if r["method"] == "naive" and r["scenario"] == "class" and r["eval_exp"] != "all"}
+    trained_then = {}
+    for row in evaluated:
+        trained, exp = int(row["training_exp"]), int(row["eval_exp"])
+        assert float(row["eval_accuracy"]) == pytest.approx(accuracy[(trained, exp)], abs=5e-5)
+        assert float(row["eval_loss"]) > 0
+        if exp > trained:
+            assert row["forgetting"] == ""  # not trained yet: no forgetting to speak of
+        elif exp == trained:
+            trained_then[exp] = accuracy[(trained, exp)]
+        else:
+            assert float(row["forgetting"]) == pytest.approx(trained_then[exp] - accuracy[(trained, exp)], abs=5e-5)
+    assert len(evaluated) == 4 and trained_then
+
+
 def test_seed_options_are_checked():
     assert run.parse_args(["--seeds", "3"]).seeds == (0, 1, 2)
     assert run.parse_args(["--seeds", "4,7"]).seeds == (4, 7)
