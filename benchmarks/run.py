@@ -39,6 +39,7 @@ from benchmarks.runner import terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
 from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
 from benchmarks.runner.epoch_log import groups_progress
+from benchmarks.runner.folder_files import existing_folder
 from benchmarks.runner.forked_jobs import run_tasks
 from benchmarks.runner.groups import (
     final_accuracies,
@@ -51,7 +52,7 @@ from benchmarks.runner.groups import (
 )
 from benchmarks.runner.prepare import first_experience_batches, load_run_dataset, num_classes, prepare
 from benchmarks.runner.refusals import Refusal, is_refusal
-from benchmarks.runner.terminal import piece_label, schedule_text, tuned_text
+from benchmarks.runner.terminal import REPLAY_GROUPS, piece_label, schedule_text, tuned_text
 from benchmarks.runner.tuning import tune_config
 from benchmarks.tuning.grid import Trial, TuningGrid, edges
 
@@ -148,14 +149,6 @@ def check_tasks(run: RunConfig, train: Any) -> None:
                           "experiences: lower --tasks.")
 
 
-def _existing_folder(path: str) -> str:
-    """``path`` or its nearest folder that exists (where a missing ``path`` would be made)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path
-
-
 def check_backbone(run: RunConfig, options: Options) -> None:
     """Refuse an unknown backbone, or one whose package or weights are not on this machine
     (the runner never downloads), or whose weights file is damaged: its SHA-256 does not
@@ -217,12 +210,14 @@ def check_weights(run: RunConfig, options: Options, checked: set) -> None:
     checked.add(key)
 
 
-def _hyper_parameters(group: MethodGroup, cfg: TrainConfig) -> Dict[str, Any]:
-    """The learning rate and epochs ``group`` trained with (results columns)."""
+def _hyper_parameters(group: MethodGroup, cfg: TrainConfig, train_size: int) -> Dict[str, Any]:
+    """The learning rate and epochs ``group`` trained with, and a replay method's buffer as a
+    fraction of the training set (results columns)."""
     if group.family == "training-free":
         return dict(lr="", epochs=1)
     used = config_for(group, cfg)
-    return dict(lr=used.lr_tangent if group.family == "tangent" else used.lr, epochs=used.epochs)
+    replay = dict(replay_fraction=cfg.mem_size / train_size) if group.name in REPLAY_GROUPS else {}
+    return dict(lr=used.lr_tangent if group.family == "tangent" else used.lr, epochs=used.epochs, **replay)
 
 
 def regime_label(freeze_until: Any) -> str:
@@ -277,6 +272,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
           + (f", autocast {options.amp}" if options.amp else "")
           + (", tangent BatchNorm statistics from the first experience" if cfg.bn_batches is not None else "")
           + (", also evaluated task-incrementally (the same training under the task mask)" if run.task_il else "")
+          + terminal.replay_text([g.name for g, _ in groups], cfg.mem_size, len(train))
           + f"; seeds {', '.join(map(str, run.seeds))}; {options.jobs} job(s) x {options.threads} thread(s)"
           + (" (rounds otherwise than one thread: these rows differ from a one-thread run's)"
              if options.threads != 1 else ""),
@@ -312,7 +308,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         own_task_run = piece_run.scenario == "task" and seed_task_bm is not None  # (a copy in a job's process)
         group_rows = run_group(group, rows, seed_task_bm if own_task_run else seed_bm, top, seed_cfg,
                                dict(base_row, scenario=piece_run.scenario, seed=seed, data_seed=data_seeds[seed],
-                                    **_hyper_parameters(group, seed_cfg)),
+                                    **_hyper_parameters(group, seed_cfg, len(train))),
                                os.path.join(out_dir, "logs", piece_run.label, f"seed{seed}"), verbose=options.verbose,
                                loggers=options.loggers, parallel=options.parallel, loader=loader,
                                progress=show_progress, label=piece_label(seed, rows, piece_run is task_run),
@@ -358,7 +354,7 @@ def _main(argv: Optional[Sequence[str]], out: List[str]) -> List[Dict[str, Any]]
     out.append(out_dir)
     try:  # refused before any training (the library's check, which the command line uses too); nothing is
         # created here: the folder is made when it is claimed, and removed again if nothing was done
-        check_writable(_existing_folder(out_dir), create=False)
+        check_writable(existing_folder(out_dir), create=False)
     except OSError as error:
         raise Refusal(f"The output folder {out_dir!r} is not writable ({error.strerror or error}); "
                       "choose another with --out.") from None

@@ -72,7 +72,7 @@ from benchmarks.results.machine_moves import (
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
            "ACROSS_MACHINES", "SMALLEST_DIFFERENCE", "EQUIVALENT", "judged_cells", "verdict_counts", "counts_text",
-           "VERDICT_ORDER", "row_moves", "DEFAULT_RULE"]
+           "VERDICT_ORDER", "row_moves", "DEFAULT_RULE", "whole_buffer_rows"]
 
 MIN_SEEDS = 3  # a table gives verdicts only over at least this many seeds
 MIN_EPOCHS = 5  # and when every trained row of it trained at least this many epochs per experience
@@ -196,6 +196,19 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
             + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
 
 
+def whole_buffer_rows(rows: Sequence[Row]) -> set:
+    """``(method, run)`` of the replay rows whose buffer holds at least their whole training set
+    (``replay_fraction`` ≥ 1): they replay every past sample, joint training in disguise, so no
+    claim is judged against them (the cell shows its numbers and why)."""
+    return {(str(r["method"]), run_key(r)) for r in rows
+            if r.get("replay_fraction") not in ("", None) and float(r["replay_fraction"]) >= 1}  # type: ignore[arg-type]
+
+
+def _label(method: str) -> str:
+    row = method_row(method)
+    return row.label if row else method
+
+
 def row_moves(rows: Sequence[Row], rule: str = DEFAULT_RULE):
     """``moves(method, run)``: the committed machine comparisons that bound that row of
     ``rows`` under the margin ``rule`` (see the module): for the ``pinned`` rule, those of
@@ -222,6 +235,7 @@ def judged_cells(rows: Sequence[Row], rule: str = DEFAULT_RULE
     finals = final_by_seed(rows)
     runs = list(dict.fromkeys(run_key(r) for r in rows))
     reason = withheld_reason(rows)
+    whole = whole_buffer_rows(rows)
     cells: Dict[Tuple[str, RunKey], Dict[str, object]] = {}
     for claim in CLAIMS:
         for run in runs:
@@ -230,11 +244,13 @@ def judged_cells(rows: Sequence[Row], rule: str = DEFAULT_RULE
                 continue
             result, d = judged
             repeated = repeated_claim(claim, finals, run)
+            against = rival(claim, finals, run)
+            replaying = [m for m in (claim.better, against) if (m, run) in whole]
             cells[(claim.text, run)] = dict(
                 claim=claim.text, run=run, difference=100 * d.mean, low=100 * d.low, high=100 * d.high, seeds=d.n,
-                rival=rival(claim, finals, run), raw_verdict=result, paired=d,
-                repeats=repeated.text if repeated else None,
-                verdict=NO_VERDICT if reason else result if d.n < MIN_SEEDS else None)
+                rival=against, raw_verdict=result, paired=d, repeats=repeated.text if repeated else None,
+                withheld=f"{_label(replaying[0])}'s replay buffer holds the whole training set" if replaying else None,
+                verdict=NO_VERDICT if reason or replaying else result if d.n < MIN_SEEDS else None)
     family = [key for key, c in cells.items() if c["verdict"] is None and c["repeats"] is None]
     steps = holm([p_value(cells[key]["paired"]) for key in family])  # type: ignore[arg-type]
     moves = row_moves(rows, rule) if family else None
@@ -300,6 +316,8 @@ def _cell(cell: Optional[Dict[str, object]], against: Optional[str] = None) -> s
         return f"{cell['difference']:+.1f}{versus} (1 seed)" + ("" if cell["verdict"] == NO_VERDICT else
                                                                   f": {NOT_RESOLVED}")
     numbers = f"{cell['difference']:+.1f} [{cell['low']:+.1f}, {cell['high']:+.1f}]{versus}"
+    if cell.get("withheld"):
+        return f"{numbers}: **no verdict** ({cell['withheld']})"
     if cell["verdict"] == NO_VERDICT:
         return numbers
     if cell["repeats"] is not None:

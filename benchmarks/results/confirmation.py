@@ -13,13 +13,14 @@ runs are judged by :func:`benchmarks.results.claims.judged_cells`, as their own 
 
 import argparse
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from benchmarks.results.claims import (
     DEFAULT_RULE,
     EQUIVALENT,
     FAILS,
     HOLDS,
+    NO_VERDICT,
     VERDICT_ORDER,
     counts_text,
     judged_cells,
@@ -37,7 +38,8 @@ from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
 
-__all__ = ["COLUMNS", "DECIDED", "confirmation_rows", "read_confirmation", "confirmation_table", "main"]
+__all__ = ["COLUMNS", "DECIDED", "HOLM", "holm_bound", "confirmation_rows", "read_confirmation", "confirmation_table",
+           "main"]
 
 COLUMNS = CONFIRMATION_COLUMNS
 DECIDED = (HOLDS, FAILS, EQUIVALENT)
@@ -69,18 +71,30 @@ def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
         out.append(dict(
             dataset=dataset, scenario=scenario, tasks=tasks, regime=regime, claim=claim, rival=cell["rival"] or "",
             pilot_seeds=before["seeds"] if before else "", pilot_verdict=before["verdict"] if before else NOT_RUN,
-            seeds=cell["seeds"], difference=repr(float(cell['difference'])), holm_low=repr(float(own['adjusted_low'])),
-            holm_high=repr(float(own['adjusted_high'])), verdict=cell["verdict"], repeats=cell["repeats"] or "",
+            seeds=cell["seeds"], difference=repr(float(cell['difference'])), holm_low=holm_bound(own, "low"),
+            holm_high=holm_bound(own, "high"), verdict=cell["verdict"], repeats=cell["repeats"] or "",
             family=family, cap=cap, seeds_needed=count["seeds_needed"] if count else "",
             decides=count["decides"] if count else ""))
     return out
 
 
+HOLM = Cell(float, -100.0, 100.0, empty=True)  # a Holm bound in points; empty for a cell judged without Holm
+
+
+def holm_bound(cell: Mapping[str, object], side: str) -> str:
+    """A cell's Holm bound (``side``: ``low`` or ``high``) as an exact double, or empty when the
+    cell was not in the Holm family (fewer seeds than a verdict needs, or withheld)."""
+    value = cell.get(f"adjusted_{side}")
+    return "" if value is None else repr(float(value))  # type: ignore[arg-type]
+
+
 CONFIRMATION_CELLS: Dict[str, Cell] = {
     "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "claim": TEXT, "rival": Cell(str, empty=True),
-    "pilot_seeds": Cell(int, 2, 1000, empty=True), "pilot_verdict": Cell(str, choices=(*VERDICT_ORDER, NOT_RUN)),
-    "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": POINTS, "holm_high": POINTS,
-    "verdict": Cell(str, choices=VERDICT_ORDER), "repeats": Cell(str, empty=True), "family": Cell(int, 1, 100000),
+    "pilot_seeds": Cell(int, 2, 1000, empty=True),
+    "pilot_verdict": Cell(str, choices=(*VERDICT_ORDER, NO_VERDICT, NOT_RUN)),
+    "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": HOLM, "holm_high": HOLM,
+    "verdict": Cell(str, choices=(*VERDICT_ORDER, NO_VERDICT)), "repeats": Cell(str, empty=True),
+    "family": Cell(int, 1, 100000),
     "cap": Cell(int, 3, 1000), "seeds_needed": Cell(int, 3, 1000, empty=True),
     "decides": Cell(str, empty=True, choices=(DIFFERENCE, EQUIVALENCE, NEVER))}
 """What each cell of a confirmation file holds (differences and intervals in points)."""
@@ -98,7 +112,9 @@ def _run(r: Dict[str, str]) -> str:
 
 
 def _confirmed(r: Dict[str, str]) -> str:
-    interval = f"{float(r['difference']):+.1f}, Holm [{float(r['holm_low']):+.1f}, {float(r['holm_high']):+.1f}]"
+    holm = (f", Holm [{float(r['holm_low']):+.1f}, {float(r['holm_high']):+.1f}]" if r["holm_low"]
+            else ", no Holm interval")
+    interval = f"{float(r['difference']):+.1f}{holm}"
     return interval + (f" (as \"{r['repeats']}\")" if r["repeats"] else "")
 
 

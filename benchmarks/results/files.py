@@ -40,6 +40,7 @@ COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
     "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed", "arithmetic",
+    "replay_fraction",
 )
 PINNED_ARITHMETIC = "avx2"
 """The ``arithmetic`` of a row computed with the pinned CPU arithmetic (avalanche_tmc.arithmetic);
@@ -52,7 +53,7 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "tasks": int, "after_task": int, "accuracy": float, "train_seconds": float, "eval_seconds": float,
     "seed": lambda v: int(v) if v else "", "data_seed": lambda v: int(v) if v else "",
     "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
-    "lr": lambda v: float(v) if v else "",
+    "lr": lambda v: float(v) if v else "", "replay_fraction": lambda v: float(v) if v else "",
 }
 TUNING_COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "regime", "family", "lr", "epochs", "validation_accuracy", "chosen", "edge", "rows",

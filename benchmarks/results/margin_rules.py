@@ -15,7 +15,8 @@ import argparse
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from benchmarks.results.claims import VERDICT_ORDER, counts_text, judged_cells
+from benchmarks.results.claims import NO_VERDICT, VERDICT_ORDER, counts_text, judged_cells
+from benchmarks.results.confirmation import HOLM, holm_bound
 from benchmarks.results.files import MARGIN_RULES_COLUMNS, ReportFileError, Row, read_csv, read_written_csv, run_label
 from benchmarks.results.machine_moves import MARGIN_RULES
 from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
@@ -43,7 +44,7 @@ def margin_rule_rows(rows: Sequence[Row]) -> List[Dict[str, object]]:
         dataset, scenario, tasks, regime = key[1]
         row = dict(dataset=dataset, scenario=scenario, tasks=tasks, regime=regime, claim=key[0],
                    rival=cell["rival"] or "", seeds=cell["seeds"], difference=repr(float(cell["difference"])),
-                   holm_low=repr(float(own["adjusted_low"])), holm_high=repr(float(own["adjusted_high"])),
+                   holm_low=holm_bound(own, "low"), holm_high=holm_bound(own, "high"),
                    repeats=cell["repeats"] or "", family=judged[MARGIN_RULES[0]][1])
         for rule in MARGIN_RULES:
             other = judged[rule][0][key]
@@ -56,10 +57,10 @@ def margin_rule_rows(rows: Sequence[Row]) -> List[Dict[str, object]]:
 
 MARGIN_RULES_CELLS: Dict[str, Cell] = {
     "dataset": TEXT, "scenario": TEXT, "tasks": Cell(int, 1, 1000), "claim": TEXT, "rival": Cell(str, empty=True),
-    "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": POINTS, "holm_high": POINTS,
+    "seeds": Cell(int, 2, 1000), "difference": POINTS, "holm_low": HOLM, "holm_high": HOLM,
     "repeats": Cell(str, empty=True), "family": Cell(int, 1, 100000),
     **{f"{rule}_margin": Cell(float, 0.0, 100.0) for rule in MARGIN_RULES},
-    **{f"{rule}_verdict": Cell(str, choices=VERDICT_ORDER) for rule in MARGIN_RULES}}
+    **{f"{rule}_verdict": Cell(str, choices=(*VERDICT_ORDER, NO_VERDICT)) for rule in MARGIN_RULES}}
 """What each cell of a margin-rules file holds (differences, intervals and margins in points)."""
 
 
@@ -77,8 +78,9 @@ def margin_rules_table(rows: Sequence[Dict[str, str]]) -> str:
     lines = ["| Run | Claim | difference, Holm interval | pre-registered rule: margin, verdict | amended rule: "
              "margin, verdict |", "| --- | --- | --- | --- | --- |"]
     for r in rows:
-        interval = (f"{float(r['difference']):+.1f}, Holm [{float(r['holm_low']):+.1f}, {float(r['holm_high']):+.1f}]"
-                    + (f" (as \"{r['repeats']}\")" if r["repeats"] else ""))
+        interval = (f"{float(r['difference']):+.1f}"
+                    + (f", Holm [{float(r['holm_low']):+.1f}, {float(r['holm_high']):+.1f}]" if r["holm_low"] else
+                       ", no Holm interval") + (f" (as \"{r['repeats']}\")" if r["repeats"] else ""))
         changed = r["preregistered_verdict"] != r["pinned_verdict"]
         shown = {rule: f"**{r[f'{rule}_verdict']}**" if changed else r[f"{rule}_verdict"] for rule in MARGIN_RULES}
         verdicts = [f"±{float(r[f'{rule}_margin']):.1f}, {shown[rule]}" for rule in ("preregistered", "pinned")]

@@ -83,8 +83,15 @@ def markdown_table(rows: Sequence[Row]) -> str:
         _md_row(["Method", *map(run_label, runs), "Inference/Memory", "Replay buffer", "Parallel tasks"]),
         _md_row(["---", *["---:"] * len(runs), "---", "---", "---"]),
     ]
+    fractions = {}  # a replay method's buffer as a fraction of its run's training set (runs alike: the largest)
+    for r in rows:
+        if r.get("replay_fraction") not in ("", None):
+            fractions[str(r["method"])] = max(fractions.get(str(r["method"]), 0.0), float(r["replay_fraction"]))
     for method in methods:
         name, cost, buffer, parallel = method_info(method)
+        if method in fractions:
+            buffer += (f" ({100 * fractions[method]:.0f}% of the training set"
+                       + (": all of it, joint training in disguise)" if fractions[method] >= 1 else ")"))
         cells = []
         for run in runs:
             cell = spread.get((run, method, COMPOSED, run[2], ALL))

@@ -19,9 +19,18 @@ from typing import Any, Dict, List, Optional
 from avalanche_tmc.files.filesystem import atomic_path
 from benchmarks.runner.refusals import Refusal
 
-__all__ = ["read_regular", "read_json", "write_json", "write_bytes", "open_lock", "check_rows", "check_trials"]
+__all__ = ["existing_folder", "read_regular", "read_json", "write_json", "write_bytes", "open_lock", "check_rows",
+           "check_trials"]
 
 Rows = List[Dict[str, Any]]
+
+
+def existing_folder(path: str) -> str:
+    """``path`` or its nearest folder that exists (where a missing ``path`` would be made)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def read_regular(path: str, advice: str) -> Optional[bytes]:

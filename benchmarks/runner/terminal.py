@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, T
 from benchmarks.methods import TrainConfig
 from benchmarks.methods.builders import schedule_milestones
 
-__all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header",
+__all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header", "REPLAY_GROUPS", "replay_text",
            "schedule_text", "tuned_text", "piece_label", "decided_claims",
            "interrupted_message", "says_what_was_kept", "interruptible"]
 
@@ -39,6 +39,26 @@ def arithmetic_header(native: bool = False) -> str:
     from benchmarks.networks.arithmetic import runner_arithmetic
 
     return f"[{PROG}] {runner_arithmetic(native).describe()}"
+
+
+REPLAY_GROUPS = ("er", "der")
+"""The method groups that replay a buffer of past samples (``TrainConfig.mem_size`` of them)."""
+
+
+def replay_text(groups: Sequence[str], mem_size: int, train_size: int) -> str:
+    """``", replay buffer (ER, DER) 300 samples, 17% of the 1800 training samples"`` when one of
+    ``groups`` replays, with a warning when the buffer holds the whole training set (those
+    methods then train on every past sample: joint training in disguise; no verdict is drawn
+    from their rows, :mod:`benchmarks.results.claims`); empty otherwise."""
+    replaying = [g.upper() for g in groups if g in REPLAY_GROUPS]
+    if not replaying:
+        return ""
+    text = (f", replay buffer ({', '.join(replaying)}) {mem_size} samples, {100 * mem_size / train_size:.0f}% of the "
+            f"{train_size} training samples")
+    if mem_size >= train_size:
+        text += (" (WARNING: the buffer holds the whole training set, so these methods replay every past sample: "
+                 "joint training in disguise; no verdict is drawn from their rows)")
+    return text
 
 
 def schedule_text(cfg: TrainConfig, per_unit: bool = False) -> str:

@@ -265,6 +265,20 @@ def test_the_csv_logs_hold_the_runs_own_numbers_and_no_made_up_zero(tmp_path):
     assert len(evaluated) == 4 and trained_then
 
 
+@pytest.mark.integration
+def test_a_replay_buffer_larger_than_the_training_set_is_warned_about_and_recorded(tmp_path, capsys):
+    """Issue 59, item 2: 60 training images and ER's 300-sample buffer: the header warns, every
+    ER row records the buffer as 5 times the training set, and the table says so."""
+    rows = run.main(TINY + ["--scenario", "class", "--methods", "tmc,er", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "replay buffer (ER) 300 samples, 500% of the 60 training samples (WARNING: the buffer holds the whole " \
+           "training set" in out
+    assert {r["replay_fraction"] for r in rows if r["method"] == "er"} == {5.0}
+    assert {r.get("replay_fraction", "") for r in rows if r["method"] == "tmc"} == {""}
+    assert "300 samples (500% of the training set: all of it, joint training in disguise)" in \
+        (tmp_path / "results.md").read_text(encoding="utf-8")
+
+
 def test_seed_options_are_checked():
     assert run.parse_args(["--seeds", "3"]).seeds == (0, 1, 2)
     assert run.parse_args(["--seeds", "4,7"]).seeds == (4, 7)
