@@ -21,7 +21,8 @@ FINALS = {"tmc": [0.50, 0.51, 0.52, 0.50, 0.51], "er": [0.90, 0.91, 0.92, 0.90, 
 
 def test_the_header_says_the_buffer_against_the_training_set_and_warns_when_it_holds_all_of_it():
     assert replay_text(["tangent", "naive"], 300, 1800) == ""
-    assert replay_text(["er", "der"], 300, 1800) == ", replay buffer (ER, DER) 300 samples, 17% of the 1800 training samples"
+    assert replay_text(["er", "der"], 300, 1800) == (", replay buffer (ER, DER) 300 samples, 17% of the 1800 "
+                                                     "training samples")
     whole = replay_text(["er"], 300, 300)
     assert whole.startswith(", replay buffer (ER) 300 samples, 100% of the 300 training samples (WARNING: the buffer "
                             "holds the whole training set") and "no verdict is drawn from their rows" in whole
