@@ -15,6 +15,7 @@ from typing import Dict, List, Sequence, Tuple
 from avalanche_tmc.files.filesystem import atomic_path
 from benchmarks.methods import joint_methods, method_family, method_row, method_unit
 from benchmarks.results.claims import verdict_table
+from benchmarks.results.field_metrics import field_metrics_table
 from benchmarks.results.files import (
     ALL,
     COMPOSED,
@@ -254,16 +255,17 @@ def incomplete_note(missing: Sequence[str]) -> str:
 
 
 def write_markdown(rows: Sequence[Row], path: PathLike, missing: Sequence[str] = ()) -> Path:
-    """Write :func:`markdown_table` (with the verdicts, regime and timing tables) to
+    """Write :func:`markdown_table` (with the field's metrics, the verdicts, regime and timing tables) to
     ``path``, headed by :func:`incomplete_note` when planned runs are ``missing``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     regimes = regime_tables(rows)
     verdicts = verdict_table(rows, run_label)
     premise = premise_section(rows)
+    field = field_metrics_table(rows)
     with atomic_path(path) as tmp:
         tmp.write_text((incomplete_note(missing) + "\n" if missing else "")
-                       + markdown_table(rows) + ("\n" + premise if premise else "")
+                       + markdown_table(rows) + ("\n" + field if field else "") + ("\n" + premise if premise else "")
                        + ("\n" + verdicts if verdicts else "")
                        + ("\n" + regimes if regimes else "") + "\n" + timing_table(rows), encoding="utf-8")
     return path

@@ -1,0 +1,50 @@
+"""Issue 59, item 5: the field's metrics (final average accuracy, average incremental accuracy,
+forgetting, backward transfer) from a run's rows, against a hand computation."""
+
+import pytest
+
+from benchmarks.results.field_metrics import accuracy_matrices, field_metrics, field_metrics_table
+from benchmarks.results.tables import write_markdown
+
+# a[i][j]: accuracy on experience j after training experience i (3 experiences)
+A = [[0.90, 0.00, 0.00],
+     [0.60, 0.80, 0.00],
+     [0.30, 0.50, 0.70]]
+
+
+def _rows(matrix, method="tmc", seed=0):
+    tasks = len(matrix)
+    rows = [dict(dataset="d", scenario="class", tasks=tasks, backbone="b", method=method, model="composed",
+                 after_task=i + 1, eval_exp=str(j), accuracy=matrix[i][j], train_seconds=1.0, eval_seconds=1.0,
+                 regime="r", seed=seed, epochs=5) for i in range(tasks) for j in range(tasks)]
+    return rows + [dict(rows[-1], eval_exp="all", accuracy=sum(matrix[-1]) / tasks)]
+
+
+def test_each_metric_against_the_hand_computation():
+    metrics = field_metrics(A)
+    assert metrics["final average accuracy"] == pytest.approx((0.30 + 0.50 + 0.70) / 3)
+    # seen so far: after 1: 0.90; after 2: (0.60 + 0.80) / 2; after 3: (0.30 + 0.50 + 0.70) / 3
+    assert metrics["average incremental accuracy"] == pytest.approx((0.90 + 0.70 + 0.50) / 3)
+    # right after training minus at the end, experiences 0 and 1: (0.90 - 0.30 + 0.80 - 0.50) / 2
+    assert metrics["forgetting"] == pytest.approx(0.45)
+    assert metrics["backward transfer"] == pytest.approx(-0.45)
+    assert field_metrics([[0.7]]) == dict(zip(metrics, (0.7, 0.7, 0.0, -0.0)))
+
+
+def test_matrices_come_from_the_rows_and_incomplete_ones_are_left_out():
+    rows = _rows(A) + _rows(A, seed=1)
+    joint = [dict(r, method="joint", after_task=3) for r in _rows(A)[-4:]]  # trained once: evaluated after step 3 only
+    matrices = accuracy_matrices(rows + joint)
+    assert set(matrices) == {(("d", "class", 3, "r"), "tmc", 0), (("d", "class", 3, "r"), "tmc", 1)}
+    assert matrices[(("d", "class", 3, "r"), "tmc", 0)] == A
+
+
+def test_the_report_shows_them_with_their_definitions(tmp_path):
+    other = [[0.90, 0.00, 0.00], [0.70, 0.80, 0.00], [0.50, 0.60, 0.70]]  # forgetting 0.3
+    rows = _rows(A) + _rows(other, seed=1)
+    table = field_metrics_table(rows)
+    # A: 50.0 and 60.0; Ā: 70.0 and 75.0; F: 45.0 and 30.0
+    assert "| TMC | 55.0 ± 7.1 | 72.5 ± 3.5 | 37.5 ± 10.6 | -37.5 ± 10.6 |" in table
+    assert "over 2 seed(s)" in table and "Avalanche's StreamForgetting" in table
+    write_markdown(rows, tmp_path / "results.md")
+    assert table in (tmp_path / "results.md").read_text(encoding="utf-8")
