@@ -27,14 +27,13 @@ from benchmarks.results.claims import (
 )
 from benchmarks.results.files import (
     CONFIRMATION_COLUMNS,
-    ReportFileError,
     Row,
     read_csv,
     read_written_csv,
     run_label,
 )
 from benchmarks.results.machine_moves import MARGIN_RULES, MachineMoves
-from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
+from benchmarks.results.outputs import write_from_inputs
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
 
@@ -165,14 +164,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     args = p.parse_args(argv)
     if not 3 <= args.cap <= 1000:
         p.error(f"--cap must be in 3..1000, got {args.cap}")
-    with one_line(p):
-        check_not_an_input(args.out, {args.pilot: "the pilot's results file",
-                                      args.confirm: "the confirmatory run's results file"})
-        try:
-            rows = confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap, rule=args.margin_rule)
-        except ValueError as error:
-            raise ReportFileError(str(error)) from None
-        write_tool_rows(args.out, rows, COLUMNS, "confirmation", f"no claim of {args.confirm} is judged")
+    write_from_inputs(p, args.out, {args.pilot: "the pilot's results file",
+                                    args.confirm: "the confirmatory run's results file"},
+                      lambda: confirmation_rows(read_csv(args.pilot), read_csv(args.confirm), args.cap,
+                                                rule=args.margin_rule),
+                      COLUMNS, "confirmation", f"no claim of {args.confirm} is judged")
     print(confirmation_table(read_confirmation(args.out)))
     return args.out
 

@@ -17,9 +17,9 @@ from typing import Dict, List, Optional, Sequence
 
 from benchmarks.results.claims import NO_VERDICT, VERDICT_ORDER, counts_text, judged_cells
 from benchmarks.results.confirmation import HOLM, holm_bound
-from benchmarks.results.files import MARGIN_RULES_COLUMNS, ReportFileError, Row, read_csv, read_written_csv, run_label
+from benchmarks.results.files import MARGIN_RULES_COLUMNS, Row, read_csv, read_written_csv, run_label
 from benchmarks.results.machine_moves import MARGIN_RULES
-from benchmarks.results.outputs import check_not_an_input, one_line, write_tool_rows
+from benchmarks.results.outputs import write_from_inputs
 from benchmarks.results.reading import POINTS, TEXT, Cell
 
 __all__ = ["COLUMNS", "margin_rule_rows", "read_margin_rules", "margin_rules_table", "main"]
@@ -103,13 +103,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p.add_argument("results", type=Path, help="a results.csv whose table gives verdicts")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    with one_line(p):
-        check_not_an_input(args.out, {args.results: "the results file"})
-        try:
-            rows = margin_rule_rows(read_csv(args.results))
-        except ValueError as error:
-            raise ReportFileError(str(error)) from None
-        write_tool_rows(args.out, rows, COLUMNS, "margin-rules", f"no claim of {args.results} is judged")
+    write_from_inputs(p, args.out, {args.results: "the results file"},
+                      lambda: margin_rule_rows(read_csv(args.results)), COLUMNS, "margin-rules",
+                      f"no claim of {args.results} is judged")
     print(margin_rules_table(read_margin_rules(args.out)))
     return args.out
 

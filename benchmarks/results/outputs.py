@@ -14,11 +14,12 @@ import argparse
 import contextlib
 import os
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Union
+from typing import Callable, Iterator, Mapping, Sequence, Union
 
 from benchmarks.results.reading import ReportFileError, unsafe_cell
 
-__all__ = ["check_not_an_input", "writing", "one_line", "page_text", "nothing_to_write", "write_tool_rows"]
+__all__ = ["check_not_an_input", "writing", "one_line", "page_text", "nothing_to_write", "write_tool_rows",
+           "two_results_parser", "write_from_inputs"]
 
 PathLike = Union[str, Path]
 
@@ -89,3 +90,31 @@ def write_tool_rows(out: Path, rows, columns, kind: str, nothing: str) -> None:
     with writing(out):
         out.parent.mkdir(parents=True, exist_ok=True)
         write_rows_csv(rows, out, columns, kind=kind)
+
+
+def two_results_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The command line of a tool that compares two results files (the spread, the rows
+    compared bit for bit): ``RESULTS_A RESULTS_B [--names A B] --out FILE``."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("results_a")
+    p.add_argument("results_b")
+    p.add_argument("--names", nargs=2, default=("machine A", "machine B"), metavar=("A", "B"),
+                   type=page_text("--names"))
+    p.add_argument("--out", required=True)
+    return p
+
+
+def write_from_inputs(parser: argparse.ArgumentParser, out: Path, inputs: Mapping[PathLike, str],
+                      make_rows: Callable[[], Sequence[Mapping[str, object]]], columns: Sequence[str], kind: str,
+                      nothing: str) -> Sequence[Mapping[str, object]]:
+    """A tool's write, ending in one line on a refusal: ``out`` refused when it is one of
+    ``inputs`` (:func:`check_not_an_input`), the rows made (a ``ValueError`` of ``make_rows``
+    is a refusal), then written as a ``kind`` file (:func:`write_tool_rows`); returns them."""
+    with one_line(parser):
+        check_not_an_input(out, inputs)
+        try:
+            rows = make_rows()
+        except ValueError as error:
+            raise ReportFileError(str(error)) from None
+        write_tool_rows(out, rows, columns, kind, nothing)
+    return rows

@@ -10,12 +10,11 @@ per run and method, the rows compared, those equal and the largest difference
 shows it. Exit 1 when a row differs.
 """
 
-import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
 from benchmarks.results.files import SAME_ROWS_COLUMNS, read_csv
-from benchmarks.results.outputs import check_not_an_input, one_line, page_text, write_tool_rows
+from benchmarks.results.outputs import two_results_parser, write_from_inputs
 from benchmarks.results.same_rows import same_rows, same_rows_counts, same_rows_table
 
 __all__ = ["main"]
@@ -23,19 +22,13 @@ __all__ = ["main"]
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Compare two results files row by row and write the comparison."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.same_rows", description=__doc__.split("\n\n")[0])
-    p.add_argument("results_a")
-    p.add_argument("results_b")
-    p.add_argument("--names", nargs=2, default=("machine A", "machine B"), metavar=("A", "B"),
-                   type=page_text("--names"))
-    p.add_argument("--out", required=True)
+    p = two_results_parser("python -m benchmarks.tools.same_rows", __doc__.split("\n\n")[0])
     args = p.parse_args(argv)
-    path = Path(args.out)
-    with one_line(p):
-        check_not_an_input(path, {args.results_a: "the first results file", args.results_b: "the second results file"})
-        rows = same_rows(read_csv(args.results_a), read_csv(args.results_b), *args.names)
-        write_tool_rows(path, rows, SAME_ROWS_COLUMNS, "same-rows",
-                        f"{args.results_a} and {args.results_b} have no row in common")
+    rows = write_from_inputs(p, Path(args.out), {args.results_a: "the first results file",
+                                                 args.results_b: "the second results file"},
+                             lambda: same_rows(read_csv(args.results_a), read_csv(args.results_b), *args.names),
+                             SAME_ROWS_COLUMNS, "same-rows",
+                             f"{args.results_a} and {args.results_b} have no row in common")
     print(same_rows_table(rows))
     equal, compared = same_rows_counts(rows)
     return 0 if equal == compared else 1

@@ -14,7 +14,6 @@ writes the comparison; ``python -m benchmarks.report docs/results/machines/sprea
 --readme README.md`` shows it (:func:`benchmarks.results.tables.spread_table`).
 """
 
-import argparse
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -30,7 +29,7 @@ from benchmarks.results.files import (
     write_rows_csv,
 )
 from benchmarks.results.intervals import mean_std
-from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, page_text, writing
+from benchmarks.results.outputs import check_not_an_input, nothing_to_write, one_line, two_results_parser, writing
 from benchmarks.results.tables import spread_table
 
 __all__ = ["machine_spread", "write_spread_csv", "main"]
@@ -103,12 +102,7 @@ def write_spread_csv(rows: Sequence[Row], path: Path) -> Path:
 
 def main(argv: Optional[Sequence[str]] = None) -> Path:
     """Compare two results files and write the spread CSV."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.spread", description=__doc__.split("\n\n")[0])
-    p.add_argument("results_a")
-    p.add_argument("results_b")
-    p.add_argument("--names", nargs=2, default=("machine A", "machine B"), metavar=("A", "B"),
-                   type=page_text("--names"))
-    p.add_argument("--out", required=True)
+    p = two_results_parser("python -m benchmarks.tools.spread", __doc__.split("\n\n")[0])
     args = p.parse_args(argv)
     path = Path(args.out)
     with one_line(p):
