@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         if setting.name == "seeds":
             p.add_argument("--seed", type=int_at_least(0, MAX_SEED), default=None,
                            help=f"a single seed in 0..{MAX_SEED} (same as --seeds SEED,)")
+        elif setting.name == "lr":
+            p.add_argument("--unit", action="append", default=None, metavar="UNIT=LR:EPOCHS",
+                           help="one tuning unit's own learning rate and epochs, e.g. tme=3e-4:40 (repeatable; the "
+                                "units: tangent, non-linear, tme, er, der, joint, joint-tangent); it keeps the "
+                                "preset's values of the other units")
         elif setting.name == "plot_formats":  # the two flags of Options.loggers
             p.add_argument("--logger", action="append", choices=LOGGERS, default=None,
                            help="Avalanche loggers of every method's metrics, under <out>/logs (repeatable; default "
@@ -168,8 +173,9 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
                          "Drop --preset (or use a single-run preset) to define one run on the command line.")
     if args.dataset and args.dataset != runs[0]["dataset"] and "data_options" not in overrides:
         overrides["data_options"] = {}
+    units = _units(getattr(args, "unit", None) or [])
     try:
-        resolved = [RunConfig.from_dict(_override(run, overrides)) for run in runs]
+        resolved = [RunConfig.from_dict(_with_units(_override(run, overrides), units)) for run in runs]
     except ValueError as error:
         raise Refusal(str(error)) from None
     pilot = set(PILOT_SEEDS.get(args.preset, ()))
@@ -182,6 +188,35 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
 
 
 _UNTUNES = untuning_names()  # settings after whose change a run's fixed, tuned values no longer describe it
+
+
+def _units(items: List[str]) -> Dict[str, Tuple[float, int]]:
+    """``--unit UNIT=LR:EPOCHS`` items as ``{unit: (lr, epochs)}``; a refusal names what is wrong."""
+    from benchmarks.methods import representatives
+
+    known, units = representatives(), {}
+    for item in items:
+        unit, _, values = item.partition("=")
+        lr, _, epochs = values.partition(":")
+        if unit not in known:
+            raise Refusal(f"--unit {item}: {unit!r} is not a tuning unit; the units: {', '.join(known)}")
+        try:
+            units[unit] = (float(lr), int(epochs))
+        except ValueError:
+            raise Refusal(f"--unit {item}: expected UNIT=LR:EPOCHS, e.g. tme=3e-4:40") from None
+        if not 0 < units[unit][0] <= 10 or not 1 <= units[unit][1] <= MAX_EPOCHS:
+            raise Refusal(f"--unit {item}: the learning rate must be in (0, 10] and the epochs in 1..{MAX_EPOCHS}")
+    return units
+
+
+def _with_units(run: Dict[str, Any], units: Dict[str, Tuple[float, int]]) -> Dict[str, Any]:
+    """``run`` with ``--unit``'s values over its tuned ones, its note saying which were set here."""
+    if not units:
+        return run
+    note = ", ".join(f"{unit} {lr:g} / {epochs}" for unit, (lr, epochs) in units.items())
+    tuned_by = run.get("tuned_by")
+    return dict(run, tuned=dict(run.get("tuned", {}), **units),
+                tuned_by=f"{tuned_by}; {note} by --unit" if tuned_by else f"{note} by --unit")
 
 
 def _override(run: Dict[str, Any], overrides: Dict[str, Any]) -> Dict[str, Any]:

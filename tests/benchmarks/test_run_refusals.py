@@ -207,3 +207,20 @@ def test_an_unavailable_device_is_refused_before_any_data_is_prepared(tmp_path, 
         run.main(["--dataset", "digits", "--seeds", "1", "--device", "cuda", "--out", str(tmp_path / "out")])
     assert "--device cuda: no cuda device on this machine" in str(refused.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_every_tuning_unit_takes_its_own_learning_rate_and_epochs():
+    """Issue 59, item 1: TME's components trained at the tangent rate with no flag of their own.
+    ``--unit UNIT=LR:EPOCHS`` sets one unit, keeps the preset's others and says so in the note."""
+    from benchmarks import run
+    from benchmarks.runner.presets import PRESETS
+
+    (main,) = run.resolve_runs(run.parse_args(["--preset", "offline", "--scenario", "class", "--unit", "tme=1e-4:30"]))
+    preset = dict(PRESETS["offline"][0]["tuned"])
+    assert main.tuned == dict(preset, tme=(1e-4, 30)) and main.tuned_by.endswith("; tme 0.0001 / 30 by --unit")
+    (own,) = run.resolve_runs(run.parse_args(["--dataset", "digits", "--unit", "tme=3e-4:5", "--unit", "er=0.01:4"]))
+    assert own.tuned == {"tme": (3e-4, 5), "er": (0.01, 4)} and own.tuned_by == "tme 0.0003 / 5, er 0.01 / 4 by --unit"
+    for bad, message in (("teme=1e-4:3", "'teme' is not a tuning unit; the units: tangent"),
+                         ("tme=1e-4", "expected UNIT=LR:EPOCHS"), ("tme=0:3", r"learning rate must be in \(0, 10\]")):
+        with pytest.raises(run.Refusal, match=message):
+            run.resolve_runs(run.parse_args(["--unit", bad]))
