@@ -261,6 +261,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
           f"{trained / 1e6:.2f} M trained parameters, "
           + ("learning rate and epochs per tuning unit tuned below" if run.tune is not None else
              f"{cfg.epochs} epochs/experience, Adam lr {cfg.lr_tangent} (tangent), SGD lr {cfg.lr} (non-linear)"
+             + terminal.capped_text([g for g, _ in groups], cfg)
              + (f", tuned: {tuned_text(run.tuned)}" if run.tuned else "")
              + f", {schedule_text(cfg, per_unit=bool(run.tuned))}")
           + f", batch {cfg.batch_size}, RSL beta {cfg.beta}"

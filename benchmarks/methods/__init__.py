@@ -11,6 +11,7 @@ from benchmarks.methods.catalogue import group_named, groups_for
 from benchmarks.methods.registry import (
     FAMILIES,
     TUNINGS,
+    UNTUNED_LR_CAPS,
     MethodGroup,
     Row,
     config_for,
@@ -30,5 +31,5 @@ from benchmarks.methods.train_config import TrainConfig
 __all__ = [
     "Row", "MethodGroup", "TrainConfig", "register_method", "method_groups", "method_names", "method_row",
     "group_named", "joint_methods", "method_family", "method_unit", "groups_for", "FAMILIES", "TUNINGS",
-    "representatives", "tangent_units", "tuning_unit", "config_for",
+    "representatives", "tangent_units", "tuning_unit", "config_for", "UNTUNED_LR_CAPS",
 ]

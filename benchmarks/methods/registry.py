@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Row", "MethodGroup", "register_method", "method_groups", "method_names", "method_row",
     "joint_methods", "method_family", "method_unit", "FAMILIES", "TUNINGS", "representatives", "tangent_units",
-    "tuning_unit", "config_for",
+    "tuning_unit", "config_for", "UNTUNED_LR_CAPS",
 ]
 
 # Hyper-parameter families: the library's (avalanche_tmc.training.registry.FAMILIES); groups
@@ -205,11 +205,22 @@ def _uses_tangent_lr(group: MethodGroup) -> bool:
     return group.family == "tangent"
 
 
+UNTUNED_LR_CAPS = {"tme": 3e-4}
+"""The most an untuned unit's learning rate may be: TME's own components (β = 5) diverged at
+the tangent family's untuned 3e-3 (a folder of 300 images: 15% on their own experience), and
+its tuning chose 3e-4 in class- and data-IL alike (docs/results/offline-tuning-tme/), where the
+tangent unit chose 3e-3 and 3e-4: untuned, TME trains at the tangent rate capped at 3e-4."""
+
+
 def config_for(group: MethodGroup, cfg: TrainConfig) -> TrainConfig:
     """The config ``group`` trains with: its tuning unit's chosen learning rate and
-    epochs when ``cfg.tuned`` has them, else its family's."""
-    chosen = cfg.tuned.get(tuning_unit(group))
+    epochs when ``cfg.tuned`` has them, else its family's (an untuned rate capped by
+    :data:`UNTUNED_LR_CAPS`)."""
+    unit = tuning_unit(group)
+    chosen = cfg.tuned.get(unit)
     if chosen is None:
+        if unit in UNTUNED_LR_CAPS and _uses_tangent_lr(group) and cfg.lr_tangent > UNTUNED_LR_CAPS[unit]:
+            cfg = replace(cfg, lr_tangent=UNTUNED_LR_CAPS[unit])
         return cfg.for_family(group.family)
     lr, epochs = chosen
     return replace(cfg, epochs=int(epochs), **({"lr_tangent": lr} if _uses_tangent_lr(group) else {"lr": lr}))

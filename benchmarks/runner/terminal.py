@@ -16,6 +16,7 @@ from benchmarks.methods import TrainConfig
 from benchmarks.methods.builders import schedule_milestones
 
 __all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header", "REPLAY_GROUPS", "replay_text",
+           "capped_text",
            "schedule_text", "tuned_text", "piece_label", "decided_claims",
            "interrupted_message", "says_what_was_kept", "interruptible"]
 
@@ -59,6 +60,21 @@ def replay_text(groups: Sequence[str], mem_size: int, train_size: int) -> str:
         text += (" (WARNING: the buffer holds the whole training set, so these methods replay every past sample: "
                  "joint training in disguise; no verdict is drawn from their rows)")
     return text
+
+
+def capped_text(groups: Sequence[Any], cfg: TrainConfig) -> str:
+    """``", TME Adam lr 0.0003 (the tangent rate capped for it ...)"`` for each group an
+    untuned cap lowers (:data:`~benchmarks.methods.registry.UNTUNED_LR_CAPS`); empty otherwise."""
+    from benchmarks.methods import UNTUNED_LR_CAPS, config_for, tuning_unit
+
+    parts = []
+    for group in groups:
+        if tuning_unit(group) in UNTUNED_LR_CAPS and tuning_unit(group) not in cfg.tuned:
+            used = config_for(group, cfg).lr_tangent
+            if used != cfg.lr_tangent:
+                parts.append(f", {group.rows[0].label if group.rows else group.name} Adam lr {used:g} (the tangent "
+                             f"rate capped at what its tuning chose; --unit {tuning_unit(group)}=LR:EPOCHS sets it)")
+    return "".join(parts)
 
 
 def schedule_text(cfg: TrainConfig, per_unit: bool = False) -> str:

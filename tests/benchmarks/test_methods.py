@@ -150,3 +150,21 @@ def test_a_group_says_how_it_is_tuned_and_what_it_costs_where_it_is_registered()
     with pytest.raises(ValueError, match="already has a representative"):
         register_method("second-rep", Row("second-rep", "S", "O(1)"), family="tangent", tuning="represents")(build)
     assert "free-tuned" not in method_names() and "second-rep" not in method_names()
+
+
+def test_an_untuned_tme_trains_at_the_tangent_rate_capped_at_what_its_tuning_chose():
+    """Issue 59, item 1: TME's components trained at the tangent family's untuned 3e-3 and
+    diverged (15% on their own experience); its tuning chose 3e-4 in every scenario. Untuned,
+    TME's rate is the tangent rate capped at 3e-4; tuned or set by --unit, its own; TMC's is
+    never capped."""
+    from benchmarks.methods import TrainConfig, config_for, group_named
+    from benchmarks.runner.terminal import capped_text
+
+    tme, tangent = group_named("tme"), group_named("tangent")
+    cfg = TrainConfig(num_classes=10, seed=0, lr_tangent=3e-3)
+    assert config_for(tme, cfg).lr_tangent == 3e-4 and config_for(tangent, cfg).lr_tangent == 3e-3
+    assert config_for(tme, TrainConfig(num_classes=10, seed=0, lr_tangent=1e-4)).lr_tangent == 1e-4
+    tuned = TrainConfig(num_classes=10, seed=0, lr_tangent=3e-3, tuned={"tme": (3e-3, 7)})
+    assert (config_for(tme, tuned).lr_tangent, config_for(tme, tuned).epochs) == (3e-3, 7)
+    assert capped_text([tangent, tme], cfg).startswith(", TME Adam lr 0.0003 (the tangent rate capped")
+    assert capped_text([tangent, tme], tuned) == ""
