@@ -40,7 +40,7 @@ COLUMNS: Tuple[str, ...] = (
     "dataset", "scenario", "tasks", "backbone", "method", "model",
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
     "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed", "arithmetic",
-    "replay_fraction",
+    "replay_fraction", "loss_rose",
 )
 PINNED_ARITHMETIC = "avx2"
 """The ``arithmetic`` of a row computed with the pinned CPU arithmetic (avalanche_tmc.arithmetic);

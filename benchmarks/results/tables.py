@@ -88,6 +88,11 @@ def markdown_table(rows: Sequence[Row]) -> str:
     for r in rows:
         if r.get("replay_fraction") not in ("", None):
             fractions[str(r["method"])] = max(fractions.get(str(r["method"]), 0.0), float(r["replay_fraction"]))
+    rose: Dict[Tuple[object, str], List[str]] = defaultdict(list)  # (run, method) -> seeds whose training loss rose
+    for r in rows:
+        if r.get("loss_rose") and r.get("model") == COMPOSED and str(r["eval_exp"]) == ALL \
+                and int(r["after_task"]) == int(r["tasks"]):  # type: ignore[call-overload]
+            rose[(run_key(r), str(r["method"]))].append(f"seed {r.get('seed', '')} (experience {r['loss_rose']})")
     for method in methods:
         name, cost, buffer, parallel = method_info(method)
         if method in fractions:
@@ -97,7 +102,8 @@ def markdown_table(rows: Sequence[Row]) -> str:
         for run in runs:
             cell = spread.get((run, method, COMPOSED, run[2], ALL))
             mark = marks.get((run, method), "")
-            cells.append(MISSING if cell is None else f"{mark}{_percent(cell, seeds)}{mark}")
+            dagger = " †" if (run, method) in rose else ""
+            cells.append(MISSING if cell is None else f"{mark}{_percent(cell, seeds)}{mark}{dagger}")
         lines.append(_md_row([name, *cells, cost, buffer, "yes" if parallel else "no"]))
 
     backbones = ", ".join(dict.fromkeys(str(r["backbone"]) for r in rows))
@@ -117,6 +123,9 @@ def markdown_table(rows: Sequence[Row]) -> str:
         parts = [f"{method_info(m)[0]} {_percent(cell, seeds)}" for m, cell in paragons if cell is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
+    lines += [f"- † {method_info(method)[0]}, {run_label(run)}: the training loss ended above twice its start in "  # type: ignore[arg-type]
+              f"{', '.join(seeds_at)}: most likely diverged at the learning rate set; its mean includes those seeds"
+              for (run, method), seeds_at in rose.items()]
     lines += _reuse_lines(rows, runs)
     lines += _settings_lines(rows, runs)
     return "\n".join(lines) + "\n"

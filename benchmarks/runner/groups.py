@@ -154,6 +154,13 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
               + "  ".join(f"{r['method']}{' (task-IL)' if r['scenario'] == 'task' and task_stream else ''} "
                           f"{r['accuracy']:.3f}" for r in evaluated if r["eval_exp"] == "all")
               + f"  (train {train_seconds:.0f}s)", flush=True)
+    rises = [rise for plugin in strategy.plugins if isinstance(plugin, DivergenceGuardPlugin)
+             for rise in plugin.loss_rises]
+    if rises:  # said here and recorded on the rows: the table marks them, never averages them in silently
+        where = " ".join(str(experience) for experience, *_ in rises)
+        print(f"  {label:25s} WARNING: the training loss ended above twice its start in experience(s) {where} "
+              f"(lr {rises[0][3]:g} as set): most likely diverged; the table marks the row", flush=True)
+        results = [dict(r, loss_rose=where) for r in results]
     if group.describe is not None:
         setting = group.describe(strategy)
         print(f"  {label:25s} {setting}", flush=True)

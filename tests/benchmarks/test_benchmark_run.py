@@ -279,6 +279,19 @@ def test_a_replay_buffer_larger_than_the_training_set_is_warned_about_and_record
         (tmp_path / "results.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.integration
+def test_no_tangent_unit_diverges_untuned_on_the_digits(tmp_path, capsys):
+    """Issue 59, item 1: untuned (the family's default rate, TME's capped), neither TMC's nor
+    TME's training loss ends above twice its start on a small set of digits: no row is marked,
+    no warning line. (The divergence guard watches the tangent units; the SGD units have none.)"""
+    rows = run.main(["--dataset", "digits", "--data-option", "train_per_class=20", "--data-option",
+                     "test_per_class=5", "--tasks", "2", "--epochs", "3", "--jobs", "1", "--seeds", "1",
+                     "--methods", "tmc,tme", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "TME Adam lr 0.0003 (the tangent rate capped" in out
+    assert "most likely diverged" not in out and not any(r.get("loss_rose") for r in rows)
+
+
 def test_seed_options_are_checked():
     assert run.parse_args(["--seeds", "3"]).seeds == (0, 1, 2)
     assert run.parse_args(["--seeds", "4,7"]).seeds == (4, 7)

@@ -47,3 +47,15 @@ def test_the_table_gives_the_buffer_as_a_fraction_of_the_training_set():
     assert "300 samples (100% of the training set: all of it, joint training in disguise)" in markdown_table(
         _rows(FINALS, 1.0))
     assert "| 300 samples |" in markdown_table(_rows(FINALS, ""))
+
+
+def test_a_row_whose_training_loss_rose_is_marked_not_averaged_in_silently():
+    """Issue 59, item 1: a diverged component was averaged into TME's mean without a word. A
+    row whose training loss ended above twice its start (the divergence guard's record) is
+    marked in the table, with the seeds and experiences it happened in."""
+    rows = _rows({"tmc": [0.50, 0.51], "tme": [0.21, 0.30]}, "")
+    rows = [dict(r, loss_rose="2 3" if r["method"] == "tme" and r["seed"] == 0 else "") for r in rows]
+    table = markdown_table(rows)
+    assert "| TME | *25.5 ± 6.4* † |" in table and "| TMC | **50.5 ± 0.7** |" in table
+    assert ("- † TME, C-d (2 tasks, r): the training loss ended above twice its start in seed 0 (experience 2 3): "
+            "most likely diverged at the learning rate set; its mean includes those seeds") in table

@@ -111,6 +111,9 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         super().__init__()
         self.label = label
         self._set_lr: Optional[float] = None
+        self.loss_rises: List[Tuple[Any, float, float, Optional[float]]] = []
+        """Every experience whose loss ended above the factor: (experience id, first loss,
+        last epoch's mean, learning rate as set), warned about or not (the warning is once)."""
         if loss_increase_factor is not None and (
                 isinstance(loss_increase_factor, bool) or not isinstance(loss_increase_factor, (int, float))
                 or not 1 < loss_increase_factor < math.inf):
@@ -182,7 +185,7 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
     def after_training_iteration(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
         """Record the iteration's loss (on its device: nothing is read here)."""
         loss = getattr(strategy, "loss", None)
-        if self.loss_increase_factor is None or self.warned or not isinstance(loss, torch.Tensor):
+        if self.loss_increase_factor is None or not isinstance(loss, torch.Tensor):
             return
         value = loss.detach().float().sum()
         if self._first_loss is None:
@@ -191,9 +194,10 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         self._epoch_iterations += 1
 
     def check_loss_increase(self, strategy: "SupervisedTemplate") -> None:
-        """Give the :class:`LossIncreaseWarning` if the experience's last epoch ended above
-        ``loss_increase_factor`` times its first iteration's loss (once per plugin)."""
-        if self.loss_increase_factor is None or self.warned or self._first_loss is None:
+        """Record the experience in :attr:`loss_rises` and give the :class:`LossIncreaseWarning`
+        (once per plugin) if its last epoch ended above ``loss_increase_factor`` times its first
+        iteration's loss."""
+        if self.loss_increase_factor is None or self._first_loss is None:
             return
         last = (self._epoch_sum, self._epoch_iterations) if self._epoch_iterations else self._last_epoch
         if last is None:
@@ -201,8 +205,11 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         first, mean = self._first_loss.item(), last[0].item() / last[1]
         if not (first > 0 and mean > self.loss_increase_factor * first):
             return
-        self.warned = True
         set_lr = self._set_lr if self._set_lr is not None else self._learning_rate(strategy)
+        self.loss_rises.append((_experience_id(strategy), first, mean, set_lr))
+        if self.warned:
+            return
+        self.warned = True
         advice = f"lower it, e.g. to {set_lr / 10:g}" if isinstance(set_lr, float) else "lower it"
         warnings.warn(LossIncreaseWarning(
             f"{self._who(strategy)}: the training loss ended far above where it started: "

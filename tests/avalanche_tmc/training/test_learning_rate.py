@@ -142,6 +142,9 @@ def test_once_per_strategy_and_a_factor_of_ones_own():
     guard, strategy = DivergenceGuardPlugin(), _fake_strategy()
     caught = _warnings_of(lambda: [_run_experience(guard, strategy, e, [[10, 50]]) for e in range(3)])
     assert len(caught) == 1 and "Experience 0:" in str(caught[0].message) and guard.warned
+    # warned once, every rise recorded (the runner marks each such row in its table)
+    assert [(e, first, mean) for e, first, mean, _ in guard.loss_rises] == [(0, 10.0, 30.0), (1, 10.0, 30.0),
+                                                                           (2, 10.0, 30.0)]
     # a stricter factor warns where the default does not; None turns the warning off
     assert len(_warnings_of(lambda: _run_experience(DivergenceGuardPlugin(1.5), _fake_strategy(), 0,
                                                     [[10, 20, 20]]))) == 1
