@@ -172,7 +172,7 @@ SETTINGS: Tuple[Setting, ...] = (
                 "differently, so such rows are kept apart from one-thread rows; at most "
                 f"{MAX_THREADS})", default=None, argument=dict(type=int_at_least(1, MAX_THREADS))),
     _invocation("deterministic", bool, "PyTorch's deterministic algorithms and one thread per process: the same "
-                "numbers whatever --jobs (across machines, see the README's reproducibility notes)", default=False,
+                "numbers whatever --jobs (across machines: docs/results.md, 'Reproducibility')", default=False,
                 argument=dict(action="store_true"), key="always"),
     _invocation("native_arithmetic", bool, "compute with this CPU's own instruction set (AVX-512 where it has it) "
                 "instead of the pinned AVX2 every row is computed with by default (avalanche_tmc.arithmetic): faster "
