@@ -39,7 +39,9 @@ from benchmarks.results.files import (
     regime_panels,
     run_key,
     run_label,
+    seed_count,
 )
+from benchmarks.results.intervals import mean_std
 
 __all__ = ["plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes", "HUE_FAMILIES",
            "Style", "method_styles", "figure_paths", "PNG_DPI", "TASK_IL_CAPTION"]
@@ -130,8 +132,10 @@ def _save(fig: Figure, path: PathLike, formats: Sequence[str] = ("png",)) -> Pat
 
 
 def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = ("png",)) -> Optional[Path]:
-    """Accuracy on the whole test stream after each step (1..T), one panel per run: the
-    mean over seeds, with a band of ± one standard deviation when there are several.
+    """After each step (1..T), one panel per run, the average accuracy on the experiences
+    trained so far (each weighs the same; the whole test stream where the rows have no
+    per-experience accuracies): the mean over seeds, with a band of ± one standard
+    deviation when there are several; the figure says so, and over how many seeds.
 
     Joint paragons (trained once on all data) are a dashed horizontal line with their
     marker at ``T``. A figure with a task-IL panel says under it how a task not yet trained
@@ -143,12 +147,13 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[
         return None
     methods, styles = _method_styles(rows)
     spread = accuracy_spread(rows)
+    seen = _seen_so_far(rows)
 
     fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
     handles: Dict[str, Line2D] = {}
     for ax, run in zip(axes, runs):
         for method in methods:
-            points = sorted(
+            points = seen.get((run, method)) or sorted(
                 (t, 100 * mean, 100 * std) for (r, m, model, t, e), (mean, std, _) in spread.items()
                 if (r, m, model, e) == (run, method, COMPOSED, ALL)
             )
@@ -172,12 +177,30 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[
             handles.setdefault(method, line)
         ax.set_title(run_label(run), fontsize=10)
         ax.set_xlabel("after step")
-        ax.set_ylabel("accuracy, all test data (%)")
+        ax.set_ylabel("average accuracy, experiences seen (%)" if any(key[0] == run for key in seen)
+                      else "accuracy, all test data (%)")
         ax.set_xticks(range(1, run[2] + 1))
         ax.grid(alpha=0.3)
-    if any(run[1] == "task" for run in runs):
-        fig.supxlabel(TASK_IL_CAPTION, fontsize=8, x=0.0, ha="left")
+    seeds = seed_count(rows)
+    caption = (f"Lines: mean over {seeds} seed(s)" + ("; bands: ± one standard deviation over the seeds" if seeds > 1
+                                                     else "") + ". After each step: the average accuracy on the "
+               "experiences seen so far (each weighs the same); a joint paragon, trained once, at the last step.")
+    fig.supxlabel(caption + ("\n" + TASK_IL_CAPTION if any(run[1] == "task" for run in runs) else ""), fontsize=8,
+                  x=0.0, ha="left")
     return _save_with_legend(fig, path, methods, handles, formats)
+
+
+def _seen_so_far(rows: Sequence[Row]) -> Dict[Tuple[RunKey, str], List[Tuple[int, float, float]]]:
+    """``(run, method) -> [(step, mean, std)]`` of the average accuracy (%) on the experiences
+    trained so far, over the seeds, from each seed's complete accuracy matrix
+    (:func:`~benchmarks.results.field_metrics.accuracy_matrices`)."""
+    from benchmarks.results.field_metrics import accuracy_matrices
+
+    per: Dict[Tuple[RunKey, str], Dict[int, List[float]]] = {}
+    for (run, method, _), a in accuracy_matrices(rows).items():
+        for t in range(1, len(a) + 1):
+            per.setdefault((run, method), {}).setdefault(t, []).append(100 * sum(a[t - 1][:t]) / t)  # type: ignore[index]
+    return {key: [(t, *mean_std(values)[:2]) for t, values in sorted(steps.items())] for key, steps in per.items()}
 
 
 def _component_models(rows: Iterable[Row], run: RunKey, method: str) -> List[str]:

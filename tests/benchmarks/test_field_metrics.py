@@ -48,3 +48,15 @@ def test_the_report_shows_them_with_their_definitions(tmp_path):
     assert "over 2 seed(s)" in table and "Avalanche's StreamForgetting" in table
     write_markdown(rows, tmp_path / "results.md")
     assert table in (tmp_path / "results.md").read_text(encoding="utf-8")
+
+
+def test_the_curves_plot_the_accuracy_on_the_experiences_seen_so_far_and_say_their_bands(tmp_path):
+    from benchmarks.results.plots import _seen_so_far, plot_accuracy_curves
+
+    rows = _rows(A) + _rows([[0.70, 0.0, 0.0], [0.50, 0.60, 0.0], [0.30, 0.40, 0.50]], seed=1)
+    (points,) = _seen_so_far(rows).values()
+    # seed 0: 90, 70, 50; seed 1: 70, 55, 40
+    assert [(t, round(m, 6)) for t, m, _ in points] == [(1, 80.0), (2, 62.5), (3, 45.0)]
+    svg = plot_accuracy_curves(rows, tmp_path / "curves.png", formats=("svg",)).read_text()
+    assert "average accuracy, experiences seen" in svg and "Lines: mean over 2 seed(s)" in svg
+    assert "bands: ± one standard deviation over the seeds" in svg
