@@ -300,6 +300,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         if found is not None:
             kept[i], name = found, piece_label(seed, rows, piece_run is task_run)
             print(f"  {name:25s} finished by an earlier run: kept from {progress} (--restart to retrain)", flush=True)
+    print(terminal.plan_text(len(run.seeds), len(groups), len(tasks), len(kept), options.jobs), flush=True)
 
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task

@@ -16,7 +16,7 @@ from benchmarks.methods import TrainConfig
 from benchmarks.methods.builders import schedule_milestones
 
 __all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header", "REPLAY_GROUPS", "replay_text",
-           "capped_text",
+           "capped_text", "plan_text",
            "schedule_text", "tuned_text", "piece_label", "decided_claims",
            "interrupted_message", "says_what_was_kept", "interruptible"]
 
@@ -75,6 +75,17 @@ def capped_text(groups: Sequence[Any], cfg: TrainConfig) -> str:
                 parts.append(f", {group.rows[0].label if group.rows else group.name} Adam lr {used:g} (the tangent "
                              f"rate capped at what its tuning chose; --unit {tuning_unit(group)}=LR:EPOCHS sets it)")
     return "".join(parts)
+
+
+def plan_text(seeds: int, groups: int, pieces: int, kept: int, jobs: int) -> str:
+    """The plan, before any training: ``"  plan: 12 trainings (3 seeds x 4 method groups), 2 at a
+    time; 0 kept from an earlier run; the ETA follows each finished training"``."""
+    extra, todo = pieces - seeds * groups, pieces - kept
+    plural = {n: "s" if n != 1 else "" for n in (todo, seeds, groups)}
+    return (f"  plan: {todo} training{plural[todo]} ({seeds} seed{plural[seeds]} x {groups} method group"
+            f"{plural[groups]}" + (f", {extra} more on the task-labelled split" if extra else "")
+            + f"), {jobs} at a time" + (f"; {kept} kept from an earlier run" if kept else "")
+            + "; the ETA follows each finished training")
 
 
 def schedule_text(cfg: TrainConfig, per_unit: bool = False) -> str:

@@ -184,3 +184,13 @@ def test_the_terminal_says_the_schedule_the_preparation_which_training_and_the_v
     assert len(lwf) == 4 and sum("(task-labelled training)" in line for line in lwf) == 2
     table_end = out.index("| LwF |")
     assert "No verdicts: 1 seed, 2 epochs per experience" in out[table_end:]
+
+
+def test_the_plan_is_said_before_any_training():
+    """Issue 59, item 6: nothing stated the plan or its size before the work started."""
+    from benchmarks.runner.terminal import plan_text
+
+    assert plan_text(3, 4, 14, 2, 2) == ("  plan: 12 trainings (3 seeds x 4 method groups, 2 more on the task-labelled "
+                                         "split), 2 at a time; 2 kept from an earlier run; the ETA follows each "
+                                         "finished training")
+    assert plan_text(1, 1, 1, 0, 1).startswith("  plan: 1 training (1 seed x 1 method group), 1 at a time; the ETA")
