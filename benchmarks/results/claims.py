@@ -190,10 +190,15 @@ def withheld_reason(rows: Sequence[Row]) -> Optional[str]:
     fewest = min((int(e) for e in epochs if e not in ("", None)), default=None)  # type: ignore[call-overload]
     if seeds >= MIN_SEEDS and not unrecorded and (fewest is None or fewest >= MIN_EPOCHS):
         return None
-    trained = ("epochs per experience not recorded" if unrecorded else
-               f"{fewest} epoch{'s' if fewest != 1 else ''} per experience" if fewest is not None else "")
-    return (f"No verdicts: {seeds} seed{'s' if seeds != 1 else ''}" + (f", {trained}" if trained else "")
-            + f": below the {MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience a verdict needs.")
+    short = []  # only what falls short: "5 epochs" beside "1 seed" read as if 5 epochs were too few
+    if seeds < MIN_SEEDS:
+        short.append(f"{seeds} seed{'s' if seeds != 1 else ''} (a verdict needs at least {MIN_SEEDS})")
+    if unrecorded:
+        short.append(f"epochs per experience not recorded (a verdict needs at least {MIN_EPOCHS}, recorded)")
+    elif fewest is not None and fewest < MIN_EPOCHS:
+        short.append(f"{fewest} epoch{'s' if fewest != 1 else ''} per experience of a trained row (a verdict needs "
+                     f"at least {MIN_EPOCHS})")
+    return "No verdicts: " + " and ".join(short) + "."
 
 
 def whole_buffer_rows(rows: Sequence[Row]) -> set:

@@ -274,8 +274,8 @@ def write_markdown(rows: Sequence[Row], path: PathLike, missing: Sequence[str] =
     field = field_metrics_table(rows)
     with atomic_path(path) as tmp:
         tmp.write_text((incomplete_note(missing) + "\n" if missing else "")
-                       + markdown_table(rows) + ("\n" + field if field else "") + ("\n" + premise if premise else "")
-                       + ("\n" + verdicts if verdicts else "")
+                       + markdown_table(rows) + ("\n" + premise if premise else "")
+                       + ("\n" + verdicts if verdicts else "") + ("\n" + field if field else "")
                        + ("\n" + regimes if regimes else "") + "\n" + timing_table(rows), encoding="utf-8")
     return path
 

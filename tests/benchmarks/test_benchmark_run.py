@@ -206,7 +206,7 @@ def test_seeds_change_the_training_and_each_seed_repeats_exactly(tmp_path):
     assert [(r["method"], r["after_task"], r["eval_exp"], r["accuracy"]) for r in alone] == cells[1]
     # results.md reports mean ± std over the two seeds, and no verdicts (2 seeds of 1 epoch: a smoke run)
     page = (tmp_path / "both" / "results.md").read_text()
-    assert " ± " in page and "No verdicts: 2 seeds, 1 epoch per experience" in page
+    assert " ± " in page and "No verdicts: 2 seeds (a verdict needs at least 3) and 1 epoch per experience" in page
     assert "**holds**" not in page and "**fails**" not in page
 
 

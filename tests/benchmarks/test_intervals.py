@@ -236,18 +236,19 @@ def test_a_smoke_run_prints_numbers_and_says_why_it_gives_no_verdicts():
     rows = _tiny_rows(seeds=2, epochs=1)  # --preset tiny: 1 epoch, 2 seeds
     table = verdict_table(rows)
     assert "holds" not in table and "fails" not in table and "Holm" not in table
-    assert table.startswith("No verdicts: 2 seeds, 1 epoch per experience: below the 3 seeds and 5 epochs per "
-                            "experience a verdict needs.")
+    assert table.startswith("No verdicts: 2 seeds (a verdict needs at least 3) and 1 epoch per experience of a "
+                            "trained row (a verdict needs at least 5).")
     assert "| TMC > Soup | +20.0 [+20.0, +20.0] |" in table
     assert {r["verdict"] for r in verdict_rows(rows)} == {NO_VERDICT}
-    assert withheld_reason(_tiny_rows(seeds=5, epochs=1)).startswith("No verdicts: 5 seeds, 1 epoch per")
-    assert withheld_reason(_tiny_rows(seeds=2, epochs=20)).startswith("No verdicts: 2 seeds, 20 epochs per")
+    assert withheld_reason(_tiny_rows(seeds=5, epochs=1)) == ("No verdicts: 1 epoch per experience of a trained row "
+                                                              "(a verdict needs at least 5).")
+    assert withheld_reason(_tiny_rows(seeds=2, epochs=20)) == "No verdicts: 2 seeds (a verdict needs at least 3)."
     # 3 seeds and 5 epochs give verdicts; a training-free row's recorded 1 epoch does not count
     assert withheld_reason(_tiny_rows(seeds=3, epochs=5)) is None
     assert "**holds**" in verdict_table(_tiny_rows(seeds=3, epochs=5))
     unrecorded = [dict(r, epochs="") for r in _tiny_rows(seeds=5, epochs=20)]
-    assert withheld_reason(unrecorded) == ("No verdicts: 5 seeds, epochs per experience not recorded: below the 3 "
-                                           "seeds and 5 epochs per experience a verdict needs.")
+    assert withheld_reason(unrecorded) == ("No verdicts: epochs per experience not recorded (a verdict needs at least "
+                                           "5, recorded).")
 
 
 def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
@@ -259,7 +260,8 @@ def test_the_tiny_preset_s_results_page_has_no_verdicts(tmp_path):
                  trained_params=1, lr="" if r["method"] == "ranpac-layer" else 0.01, tuned="", setting="--preset tiny",
                  trained_in="") for r in _tiny_rows(len(tiny["seeds"]), tiny["epochs"])]
     page = write_markdown(rows, tmp_path / "results.md").read_text()
-    assert "| Claim |" in page and "No verdicts: 2 seeds, 1 epoch per experience" in page
+    assert "| Claim |" in page
+    assert "No verdicts: 2 seeds (a verdict needs at least 3) and 1 epoch per experience" in page
     assert "holds" not in page and "fails" not in page
 
 

@@ -38,7 +38,7 @@ def test_the_end_of_a_run_prints_the_decided_claims_and_where_the_others_are():
 
 def test_a_run_without_verdicts_says_why_at_the_end():
     text = decided_claims(_rows({"tmc": [0.6], "soup": [0.4]}, epochs=1), "out/results.md")
-    assert text.startswith("No verdicts: 1 seed, 1 epoch per experience")
+    assert text.startswith("No verdicts: 1 seed (a verdict needs at least 3) and 1 epoch per experience")
     assert decided_claims(_rows({"tmc": [0.6, 0.6, 0.6]}), "out/results.md") == ""  # no claim compares its rows
 
 
@@ -183,7 +183,7 @@ def test_the_terminal_says_the_schedule_the_preparation_which_training_and_the_v
     lwf = [line for line in lines if line.strip().startswith("seed 0 lwf") and " after " in line]
     assert len(lwf) == 4 and sum("(task-labelled training)" in line for line in lwf) == 2
     table_end = out.index("| LwF |")
-    assert "No verdicts: 1 seed, 2 epochs per experience" in out[table_end:]
+    assert "No verdicts: 1 seed (a verdict needs at least 3) and 2 epochs per experience" in out[table_end:]
 
 
 def test_the_plan_is_said_before_any_training():
