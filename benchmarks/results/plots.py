@@ -183,8 +183,9 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[
         ax.grid(alpha=0.3)
     seeds = seed_count(rows)
     caption = (f"Lines: mean over {seeds} seed(s)" + ("; bands: ± one standard deviation over the seeds" if seeds > 1
-                                                     else "") + ". After each step: the average accuracy on the "
-               "experiences seen so far (each weighs the same); a joint paragon, trained once, at the last step.")
+                                                     else "") + ". After each step, as each panel's axis says: the "
+               "average accuracy on the experiences seen so far (each weighs the same), or on all test data where the "
+               "rows have no accuracy per experience; a joint paragon, trained once, at the last step.")
     fig.supxlabel(caption + ("\n" + TASK_IL_CAPTION if any(run[1] == "task" for run in runs) else ""), fontsize=8,
                   x=0.0, ha="left")
     return _save_with_legend(fig, path, methods, handles, formats)
