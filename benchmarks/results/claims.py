@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from benchmarks.methods import method_family, method_row
-from benchmarks.results.files import PINNED_ARITHMETIC, row_seed, run_key
+from benchmarks.results.files import row_seed, run_key
 from benchmarks.results.intervals import (
     ALPHA,
     EQUIVALENT,
@@ -59,15 +59,8 @@ from benchmarks.results.intervals import (
     verdict,
     within,
 )
-from benchmarks.results.machine_moves import (
-    MACHINE_FILES,
-    MARGIN_RULES,
-    PINNED_FILES,
-    UNPINNED_FILES,
-    MachineMoves,
-    machine_margin,
-    measured_moves,
-)
+from benchmarks.results.machine_moves import machine_margin
+from benchmarks.results.margins import DEFAULT_RULE, MARGIN_TEXT, row_moves
 
 __all__ = ["Claim", "CLAIMS", "REPLAY_FREE", "REPLAY", "final_by_seed", "rival", "judge",
            "verdict_table", "MIN_SEEDS", "MIN_EPOCHS", "NO_VERDICT", "withheld_reason", "repeated_claim",
@@ -82,7 +75,6 @@ ACROSS_MACHINES = "not resolved across machines"  # resolved after Holm, but a m
 # confirmatory run (docs/preregistration.md): a claim whose Holm interval, widened by its
 # rows' machine margins, lies inside ±δ is "equivalent" (no real difference either way)
 SMALLEST_DIFFERENCE = 2.0
-DEFAULT_RULE = "pinned"  # the margin rule of every table (MARGIN_RULES; docs/preregistration.md, the amendment)
 
 Row = Mapping[str, object]
 RunKey = Tuple[str, str, int, str]
@@ -214,24 +206,6 @@ def _label(method: str) -> str:
     return row.label if row else method
 
 
-def row_moves(rows: Sequence[Row], rule: str = DEFAULT_RULE):
-    """``moves(method, run)``: the committed machine comparisons that bound that row of
-    ``rows`` under the margin ``rule`` (see the module): for the ``pinned`` rule, those of
-    pinned rows when every row of the method in that run says it was computed with the
-    pinned arithmetic, else those of rows computed with a CPU's own kernels."""
-    if rule not in MARGIN_RULES:
-        raise ValueError(f"rule must be one of {', '.join(MARGIN_RULES)}, got {rule!r}")
-    native_moves = measured_moves(files=UNPINNED_FILES if rule == "pinned" else MACHINE_FILES)
-    # no comparison of pinned rows committed: nothing measured says they stay, so they keep the other margin
-    pinned_moves = (measured_moves(files=PINNED_FILES) if rule == "pinned" else []) or native_moves
-    native = {(str(r["method"]), run_key(r)) for r in rows if r.get("arithmetic") != PINNED_ARITHMETIC}
-
-    def moves(method: str, run: RunKey) -> Sequence[MachineMoves]:
-        return native_moves if (method, run) in native else pinned_moves
-
-    return moves
-
-
 def judged_cells(rows: Sequence[Row], rule: str = DEFAULT_RULE
                  ) -> Tuple[Dict[Tuple[str, RunKey], Dict[str, object]], int, Optional[str]]:
     """Every judged (claim, run) of the table ``rows`` make, with its verdict after Holm
@@ -351,21 +325,6 @@ def _rival_label(claim: Claim, finals, run: RunKey) -> Optional[str]:
     return row.label if row else name
 
 
-_MARGIN_TEXT = {
-    "pinned": "the 95% bound 1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in "
-              "docs/results/machines/ (σ one seed's move, B a row's systematic shift, the largest over the pairs of "
-              "machines measured; benchmarks/results/machine_moves.py): for a row computed with the pinned AVX2 "
-              "arithmetic (its arithmetic column), the comparisons of pinned rows across machines (bit for bit the "
-              "same so far: 0.0); for a row computed with a CPU's own kernels, the comparisons of such rows; 0 for "
-              "tangent and training-free rows, measured the same to 0.0 (the margin rule amended after the "
-              "confirmatory run, docs/preregistration.md)",
-    "preregistered": "0 for tangent and training-free rows, measured the same to 0.0; else the 95% bound "
-                     "1.96·sqrt(B² + σ²/n) at the table's n seeds of the moves measured in docs/results/machines/, "
-                     "σ one seed's move, B a row's systematic shift, the largest over the pairs of machines measured "
-                     "(benchmarks/results/machine_moves.py)",
-}
-
-
 def verdict_table(rows: Sequence[Row], run_label=None, rule: str = DEFAULT_RULE) -> str:
     """The claims (rows) by run (columns): the mean per-seed difference in accuracy points,
     its 95% interval, the interval at its Holm step's level, the Holm-adjusted p-value and
@@ -401,6 +360,6 @@ def verdict_table(rows: Sequence[Row], run_label=None, rule: str = DEFAULT_RULE)
             "one-sided tests at the claim's Holm level): no real difference either way. A \"best of\" claim whose "
             "strongest rival has its own claim refers to it and is counted once. \"Not resolved across machines\" "
             "when the Holm interval clears 0 (or, for equivalence, ±δ) by no more than the two rows could move on "
-            f"another machine: {_MARGIN_TEXT[rule]}. Verdicts need at least "
+            f"another machine: {MARGIN_TEXT[rule]}. Verdicts need at least "
             f"{MIN_SEEDS} seeds and {MIN_EPOCHS} epochs per experience of every trained row.")
     return "\n".join(header + lines + ["", note, "", _counts_line(cells, m)]) + "\n"
