@@ -89,7 +89,8 @@ class CpuArithmetic:
         """One line: what the arithmetic is, where it was measured, and what it means for rows."""
         libraries = f"ATen {self.aten}, oneDNN {self.onednn}, MKL {self.mkl}"
         if self.pinned:
-            return f"arithmetic: AVX2, pinned ({libraries}; {self.cpu}): the same numbers on every x86-64 CPU with AVX2"
+            return (f"arithmetic: AVX2, pinned ({libraries}; {self.cpu}): what any x86-64 CPU with AVX2 computes so "
+                    "pinned (measured bit for bit alike on AMD AVX2 and AVX-512 CPUs)")
         if self.requested is None:
             return (f"arithmetic: native, not pinned ({libraries}; {self.cpu}): SGD rows may differ from another "
                     "CPU's in the last bits and then by points; kept apart from the pinned AVX2 rows")
