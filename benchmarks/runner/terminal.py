@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, T
 
 from benchmarks.methods import TrainConfig
 from benchmarks.methods.builders import schedule_milestones
+from benchmarks.results.claims import REPLAY
 
 __all__ = ["EXIT_INTERRUPTED", "PROG", "Interrupted", "arithmetic_header", "REPLAY_GROUPS", "replay_text",
            "capped_text", "plan_text",
@@ -42,8 +43,9 @@ def arithmetic_header(native: bool = False) -> str:
     return f"[{PROG}] {runner_arithmetic(native).describe()}"
 
 
-REPLAY_GROUPS = ("er", "der")
-"""The method groups that replay a buffer of past samples (``TrainConfig.mem_size`` of them)."""
+REPLAY_GROUPS = REPLAY
+"""The method groups that replay a buffer of past samples (``TrainConfig.mem_size`` of them):
+the claims' replay methods."""
 
 
 def replay_text(groups: Sequence[str], mem_size: int, train_size: int) -> str:
