@@ -14,7 +14,7 @@ from benchmarks.methods.train_config import TrainConfig
 if TYPE_CHECKING:
     from avalanche.training.templates import SupervisedTemplate
 
-__all__ = ["build_strategy", "select_row", "component_forwards", "component_row"]
+__all__ = ["build_strategy", "watch_divergence", "select_row", "component_forwards", "component_row"]
 
 
 def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluator) -> "SupervisedTemplate":
@@ -29,6 +29,7 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
     from avalanche_tmc import AutocastPlugin
 
     strategy = group.build(top, cfg, common)
+    watch_divergence(strategy, group)
     use_fused_kernels(strategy.optimizer)
     milestones = schedule_milestones(cfg)
     if cfg.amp is not None and group.family != "training-free":  # last: fp16 scales the whole loss
@@ -38,6 +39,20 @@ def build_strategy(group: MethodGroup, top: nn.Module, cfg: TrainConfig, evaluat
         scheduler = torch.optim.lr_scheduler.MultiStepLR(strategy.optimizer, milestones, gamma=0.1)
         strategy.plugins.append(LRSchedulerPlugin(scheduler, reset_scheduler=True, reset_lr=True))
     return strategy
+
+
+def watch_divergence(strategy: "SupervisedTemplate", group: MethodGroup) -> None:
+    """Give a trained strategy that has no divergence guard of its own (Avalanche's SGD
+    baselines, the paragons) one that watches without stopping: a loss that ends above twice
+    its start, or goes non-finite, is recorded (``loss_rises``) for the runner to say and mark,
+    while every row is still trained and written. The tangent strategies keep their own guard,
+    which stops a non-finite experience (the library's rule)."""
+    from avalanche_tmc import DivergenceGuardPlugin
+
+    if group.family == "training-free" or getattr(strategy, "optimizer", None) is None:
+        return
+    if not any(isinstance(plugin, DivergenceGuardPlugin) for plugin in strategy.plugins):
+        strategy.plugins.insert(0, DivergenceGuardPlugin(stop_on_non_finite=False))
 
 
 def select_row(strategy: "SupervisedTemplate", group: MethodGroup, row: str) -> None:

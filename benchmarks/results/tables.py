@@ -123,9 +123,9 @@ def markdown_table(rows: Sequence[Row]) -> str:
         parts = [f"{method_info(m)[0]} {_percent(cell, seeds)}" for m, cell in paragons if cell is not None]
         if parts:
             lines.append(f"- Paragon, {run_label(run)}: " + ", ".join(parts))
-    lines += [f"- † {method_info(method)[0]}, {run_label(run)}: the training loss ended above twice its start in "  # type: ignore[arg-type]
-              f"{', '.join(seeds_at)}: most likely diverged at the learning rate set; its mean includes those seeds"
-              for (run, method), seeds_at in rose.items()]
+    lines += [f"- † {method_info(method)[0]}, {run_label(run)}: the training loss ended above twice its start "  # type: ignore[arg-type]
+              f"or went non-finite in {', '.join(seeds_at)}: most likely diverged at the learning rate set; its mean "
+              "includes those seeds" for (run, method), seeds_at in rose.items()]
     lines += _reuse_lines(rows, runs)
     lines += _settings_lines(rows, runs)
     return "\n".join(lines) + "\n"

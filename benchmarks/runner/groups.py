@@ -7,6 +7,7 @@ interrupted run resumes (``progress_path``, ``load_progress``, ``save_progress``
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -158,8 +159,10 @@ def run_group(group: MethodGroup, rows: Sequence[str], bm, top, cfg: TrainConfig
              for rise in plugin.loss_rises]
     if rises:  # said here and recorded on the rows: the table marks them, never averages them in silently
         where = " ".join(str(experience) for experience, *_ in rises)
-        print(f"  {label:25s} WARNING: the training loss ended above twice its start in experience(s) {where} "
-              f"(lr {rises[0][3]:g} as set): most likely diverged; the table marks the row", flush=True)
+        how = "went non-finite" if any(math.isinf(mean) for _, _, mean, _ in rises) else "ended above twice its start"
+        rate = f"lr {rises[0][3]:g} as set" if isinstance(rises[0][3], float) else "the lr as set"
+        print(f"  {label:25s} WARNING: the training loss {how} in experience(s) {where} "
+              f"({rate}): most likely diverged; the table marks the row", flush=True)
         results = [dict(r, loss_rose=where) for r in results]
     if group.describe is not None:
         setting = group.describe(strategy)

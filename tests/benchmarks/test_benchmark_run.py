@@ -280,16 +280,29 @@ def test_a_replay_buffer_larger_than_the_training_set_is_warned_about_and_record
 
 
 @pytest.mark.integration
-def test_no_tangent_unit_diverges_untuned_on_the_digits(tmp_path, capsys):
-    """Issue 59, item 1: untuned (the family's default rate, TME's capped), neither TMC's nor
-    TME's training loss ends above twice its start on a small set of digits: no row is marked,
-    no warning line. (The divergence guard watches the tangent units; the SGD units have none.)"""
-    rows = run.main(["--dataset", "digits", "--data-option", "train_per_class=20", "--data-option",
-                     "test_per_class=5", "--tasks", "2", "--epochs", "3", "--jobs", "1", "--seeds", "1",
-                     "--methods", "tmc,tme", "--out", str(tmp_path)])
+def test_no_unit_diverges_untuned_on_a_small_folder_and_a_diverged_one_is_marked(tmp_path, capsys):
+    """Issue 59, item 1: untuned (each family's default rate, TME's capped), no trained unit's
+    training loss ends above twice its start or goes non-finite on a small image folder at the
+    main job's input size and split: no row is marked, no warning line. Every trained unit is
+    watched: the SGD baselines by a guard that records without stopping, so that the same run
+    at an SGD rate far too large marks Naive's and ER's rows instead of averaging them in."""
+    from benchmarks.datasets.synthetic import make_image_folder
+
+    folder = make_image_folder(tmp_path / "shapes", "folder", classes=6, per_class=12, min_size=56, max_size=72)
+    common = ["--dataset", "folder", "--data-root", str(folder), "--scenario", "class", "--tasks", "3",
+              "--image-size", "64", "--freeze-until", "blocks.6", "--epochs", "5", "--jobs", "1", "--seeds", "1"]
+    every_unit = "tmc,tme,tmc-seq,soup,naive,er,der,lwf,ewc,joint,joint-tangent"
+    rows = run.main(common + ["--methods", every_unit, "--out", str(tmp_path / "untuned")])
     out = capsys.readouterr().out
     assert "TME Adam lr 0.0003 (the tangent rate capped" in out
+    assert {r["method"] for r in rows} >= set(every_unit.split(","))
     assert "most likely diverged" not in out and not any(r.get("loss_rose") for r in rows)
+
+    rows = run.main(common + ["--methods", "naive,er", "--lr", "10", "--out", str(tmp_path / "too-large")])
+    out = capsys.readouterr().out
+    assert "WARNING: the training loss" in out and "(lr 10 as set): most likely diverged" in out
+    assert {r["method"] for r in rows if r.get("loss_rose")} == {"naive", "er"}
+    assert "† Naive, C-shapes" in (tmp_path / "too-large" / "results.md").read_text(encoding="utf-8")
 
 
 def test_seed_options_are_checked():

@@ -57,5 +57,6 @@ def test_a_row_whose_training_loss_rose_is_marked_not_averaged_in_silently():
     rows = [dict(r, loss_rose="2 3" if r["method"] == "tme" and r["seed"] == 0 else "") for r in rows]
     table = markdown_table(rows)
     assert "| TME | *25.5 ± 6.4* † |" in table and "| TMC | **50.5 ± 0.7** |" in table
-    assert ("- † TME, C-d (2 tasks, r): the training loss ended above twice its start in seed 0 (experience 2 3): "
+    assert ("- † TME, C-d (2 tasks, r): the training loss ended above twice its start or went non-finite in seed 0 "
+            "(experience 2 3): "
             "most likely diverged at the learning rate set; its mean includes those seeds") in table

@@ -103,13 +103,24 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
     several methods at once) heads every message, so that a warning says which training it is
     about.
 
+    ``stop_on_non_finite=False`` watches instead of stopping, for a harness that compares
+    strategies and must finish every row (Avalanche's SGD baselines in a benchmark runner): an
+    experience whose loss or trained tensors went non-finite is recorded in :attr:`loss_rises`
+    (its last loss ``inf``) and warned about (once per plugin) with the learning rate to lower,
+    and training goes on.
+
     :param loss_increase_factor: the ratio that warns, a finite number ``> 1``; None turns the
         warning off.
-    :param label: what trains, said first in every message (None: nothing)."""
+    :param label: what trains, said first in every message (None: nothing).
+    :param stop_on_non_finite: raise :class:`~avalanche_tmc.training.divergence.DivergenceError`
+        (the default) or only record and warn."""
 
-    def __init__(self, loss_increase_factor: Optional[float] = LOSS_INCREASE_FACTOR, label: Optional[str] = None):
+    def __init__(self, loss_increase_factor: Optional[float] = LOSS_INCREASE_FACTOR, label: Optional[str] = None,
+                 *, stop_on_non_finite: bool = True):
         super().__init__()
         self.label = label
+        self.stop_on_non_finite = bool(stop_on_non_finite)
+        self._non_finite_recorded = False
         self._set_lr: Optional[float] = None
         self.loss_rises: List[Tuple[Any, float, float, Optional[float]]] = []
         """Every experience whose loss ended above the factor: (experience id, first loss,
@@ -147,7 +158,22 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         return text
 
     def stop(self, strategy: "SupervisedTemplate", what: str) -> None:
-        """Raise the :class:`DivergenceError` for ``what`` (e.g. ``"the loss is nan"``)."""
+        """Raise the :class:`DivergenceError` for ``what`` (e.g. ``"the loss is nan"``); when
+        watching (``stop_on_non_finite=False``), record the experience once and warn instead."""
+        if not self.stop_on_non_finite:
+            if not self._non_finite_recorded:
+                self._non_finite_recorded = True
+                first = self._first_loss.item() if self._first_loss is not None else math.nan
+                set_lr = self._set_lr if self._set_lr is not None else self._learning_rate(strategy)
+                self.loss_rises.append((_experience_id(strategy), first, math.inf, set_lr))
+                if self.warned:
+                    return
+                self.warned = True
+                warnings.warn(LossIncreaseWarning(
+                    f"{self._who(strategy)}: training diverged at {_training_position(strategy)}: {what}. "
+                    f"Training goes on (stop_on_non_finite=False); lower the learning rate "
+                    f"({self._rates(strategy)})."), stacklevel=2)
+            return
         raise DivergenceError(
             f"{self._who(strategy)}: training diverged at {_training_position(strategy)}: {what}. "
             f"Nothing was composed; the strategy is as before this train() call. Lower the learning rate "
@@ -175,6 +201,7 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         """Start the experience's loss record and note its learning rate as set."""
         self._first_loss, self._epoch_sum, self._epoch_iterations, self._last_epoch = None, None, 0, None
         self._set_lr = self._learning_rate(strategy)
+        self._non_finite_recorded = False
 
     def before_training_epoch(self, strategy: "SupervisedTemplate", **kwargs: Any) -> None:
         """Start the epoch's loss sum (the previous epoch's is kept if this one has no iteration)."""
@@ -197,7 +224,7 @@ class DivergenceGuardPlugin(SupervisedPlugin, supports_distributed=True):
         """Record the experience in :attr:`loss_rises` and give the :class:`LossIncreaseWarning`
         (once per plugin) if its last epoch ended above ``loss_increase_factor`` times its first
         iteration's loss."""
-        if self.loss_increase_factor is None or self._first_loss is None:
+        if self.loss_increase_factor is None or self._first_loss is None or self._non_finite_recorded:
             return
         last = (self._epoch_sum, self._epoch_iterations) if self._epoch_iterations else self._last_epoch
         if last is None:

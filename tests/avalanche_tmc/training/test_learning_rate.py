@@ -237,3 +237,33 @@ def test_a_learning_rate_too_large_wrecks_it_and_warns_once(trained_cnn):
     assert message.startswith(f"Experience 0: the training loss ended far above where it started: {last:.4g} "
                               f"(mean of the last epoch) against {first:.4g} (the first iteration")
     assert "lr=0.01" in message and "Choosing the learning rate" in message
+
+
+def test_watching_records_a_non_finite_sgd_training_and_lets_it_finish(trained_cnn):
+    """Issue 59, item 1: Avalanche's Naive at a learning rate far too large goes non-finite.
+    The default guard stops it (DivergenceError); ``stop_on_non_finite=False`` (what the
+    runner gives its SGD baselines) lets every experience train, records each one that went
+    non-finite once (its last loss inf) and warns once, naming the rate as set."""
+    import copy
+
+    from avalanche.training import Naive
+
+    from avalanche_tmc import DivergenceError
+
+    net, _, benchmark = trained_cnn
+
+    def naive(guard):
+        model = copy.deepcopy(net)
+        return Naive(model, torch.optim.SGD(model.parameters(), lr=1e30), nn.CrossEntropyLoss(), train_mb_size=32,
+                     train_epochs=1, evaluator=quiet_evaluator(), plugins=[guard])
+
+    torch.manual_seed(0)
+    with pytest.raises(DivergenceError, match="Experience 0: training diverged"):
+        naive(DivergenceGuardPlugin()).train(benchmark.train_stream[0])
+    watch = DivergenceGuardPlugin(stop_on_non_finite=False, label="naive, seed 0")
+    strategy = naive(watch)
+    caught = _warnings_of(lambda: [strategy.train(e) for e in benchmark.train_stream[:2]])
+    assert [(e, mean) for e, _, mean, _ in watch.loss_rises] == [(0, float("inf")), (1, float("inf"))]
+    assert all(lr == 1e30 for *_, lr in watch.loss_rises)
+    assert len(caught) == 1 and str(caught[0].message).startswith("naive, seed 0, experience 0: training diverged")
+    assert not all(torch.isfinite(p).all() for p in strategy.model.parameters())  # trained on, not rolled back
