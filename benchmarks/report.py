@@ -65,6 +65,7 @@ from benchmarks.results.files import (
     write_csv,
     write_tuning_csv,
 )
+from benchmarks.results.field_metrics import with_field_metrics
 from benchmarks.results.plots import (
     component_methods,
     figure_paths,
@@ -112,7 +113,7 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     out = Path(out_dir)
     paths: Dict[str, Optional[Path]] = {}
     if include_csv:
-        paths["csv"] = write_csv(rows, out / "results.csv")
+        paths["csv"] = write_csv(with_field_metrics(rows), out / "results.csv")
     paths["markdown"] = write_markdown(rows, out / "results.md", missing)
     plots = {"curves": plot_accuracy_curves(rows, out / "accuracy_curves", formats),
              "regimes": plot_regimes(rows, out / "regimes", formats)}

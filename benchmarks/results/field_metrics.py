@@ -22,10 +22,15 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 from benchmarks.results.files import ALL, COMPOSED, method_info, order_methods, row_seed, run_key, run_label
 from benchmarks.results.intervals import mean_std
 
-__all__ = ["METRICS", "accuracy_matrices", "field_metrics", "field_metrics_table"]
+__all__ = ["METRICS", "METRIC_COLUMNS", "accuracy_matrices", "field_metrics", "field_metrics_table",
+           "with_field_metrics"]
 
 Row = Mapping[str, object]
 METRICS = ("final average accuracy", "average incremental accuracy", "forgetting", "backward transfer")
+METRIC_COLUMNS = dict(zip(METRICS, ("final_average_accuracy", "average_incremental_accuracy", "forgetting",
+                                    "backward_transfer")))
+"""The results.csv column of each metric (fractions, on the row of the composed model on the
+whole stream after the last experience; empty on every other row)."""
 
 
 def accuracy_matrices(rows: Sequence[Row]) -> Dict[Tuple[object, str, int], List[List[float]]]:
@@ -53,6 +58,19 @@ def field_metrics(a: Sequence[Sequence[float]]) -> Dict[str, float]:
     incremental = sum(sum(a[i][:i + 1]) / (i + 1) for i in range(t)) / t
     forgetting = sum(a[j][j] - a[t - 1][j] for j in range(t - 1)) / (t - 1) if t > 1 else 0.0
     return dict(zip(METRICS, (final, incremental, forgetting, -forgetting)))
+
+
+def with_field_metrics(rows: Sequence[Row]) -> List[Dict[str, object]]:
+    """``rows`` with the four metrics (:data:`METRIC_COLUMNS`) on the row that holds each
+    (run, method, seed)'s final accuracy (composed model, whole stream, after the last
+    experience) where its accuracy matrix is complete; other rows unchanged."""
+    metrics = {key: field_metrics(a) for key, a in accuracy_matrices(rows).items()}
+    out: List[Dict[str, object]] = []
+    for r in rows:
+        found = metrics.get((run_key(r), str(r["method"]), row_seed(r))) if r.get("model") == COMPOSED and \
+            str(r["eval_exp"]) == ALL and int(r["after_task"]) == int(r["tasks"]) else None  # type: ignore[call-overload]
+        out.append(dict(r, **({METRIC_COLUMNS[m]: v for m, v in found.items()} if found else {})))
+    return out
 
 
 def field_metrics_table(rows: Sequence[Row]) -> str:

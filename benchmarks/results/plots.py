@@ -32,11 +32,13 @@ from benchmarks.results.files import (
     RunKey,
     accuracy_index,
     accuracy_spread,
+    cost_class,
     final_accuracy,
     list_runs,
     method_info,
     order_methods,
     regime_panels,
+    row_seed,
     run_key,
     run_label,
     seed_count,
@@ -241,9 +243,10 @@ def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc",
     max_models = max(len(models) for _, models in runs) + 1
     fig, axes = _panels(len(runs), ncols=1, panel_size=(2.5 + 0.6 * max_tasks, 1.2 + 0.35 * max_models))
     name = method_info(method)[0]
+    whole = "ensemble" if cost_class(method) == "O(T)" else COMPOSED  # TME, Ens-L, Ens-SM do not compose
     for ax, (run, models) in zip(axes, runs):
         tasks = run[2]
-        labels = [m.replace("-", " ") for m in models] + [COMPOSED]
+        labels = [m.replace("-", " ") for m in models] + [whole]
         grid = [
             [100 * index.get((run, method, model, tasks, str(e)), math.nan) for e in range(tasks)]
             for model in models + [COMPOSED]
@@ -258,9 +261,22 @@ def plot_components(rows: Sequence[Row], path: PathLike, method: str = "tmc",
         ax.set_xticks(range(tasks), [f"exp {e}" for e in range(tasks)], fontsize=8)
         ax.set_yticks(range(len(labels)), labels, fontsize=8)
         ax.set_xlabel("test experience")
-        ax.set_title(f"{name}: components alone vs composed, {run_label(run)}", fontsize=10)
+        ax.set_title(f"{name}: components alone vs {whole}, {run_label(run)}\n{_seeds_caption(rows, run, method)}",
+                     fontsize=9)
         fig.colorbar(image, ax=ax, label="accuracy (%)")
     return _save(fig, path, formats)
+
+
+def _seeds_caption(rows: Sequence[Row], run: RunKey, method: str) -> str:
+    """What a heatmap's cells average: the seeds, and whether experience j held other classes
+    (or shards) in each of them."""
+    mine = [r for r in rows if run_key(r) == run and r["method"] == method]
+    seeds = {row_seed(r) for r in mine}
+    orders = {r.get("data_seed", "") for r in mine}
+    text = f"mean over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}" if len(seeds) > 1 else "1 seed"
+    if len(seeds) > 1 and len(orders) > 1:
+        text += "; each drew its own class order or shards: experience j is not the same data in each"
+    return text
 
 
 def plot_regimes(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = ("png",)) -> Optional[Path]:

@@ -60,3 +60,21 @@ def test_the_curves_plot_the_accuracy_on_the_experiences_seen_so_far_and_say_the
     svg = plot_accuracy_curves(rows, tmp_path / "curves.png", formats=("svg",)).read_text()
     assert "average accuracy, experiences seen" in svg and "Lines: mean over 2 seed(s)" in svg
     assert "bands: ± one standard deviation over the seeds" in svg
+
+
+def test_results_csv_holds_them_on_each_seeds_final_row(tmp_path):
+    """In results.csv (written by the report, as the runner writes it): the four metrics as
+    fractions on the composed whole-stream row after the last experience, empty elsewhere."""
+    from benchmarks.report import write_report
+    from benchmarks.results.files import read_csv
+
+    rows = [dict(r, trained_params=1, lr=0.1, tuned="no", setting="", trained_in="", data_seed=0, arithmetic="avx2",
+                 replay_fraction="", loss_rose="", model="composed") for r in _rows(A)]
+    write_report(rows, tmp_path, formats=("svg",))
+    written = read_csv(tmp_path / "results.csv")
+    (final,) = [r for r in written if r["final_average_accuracy"] != ""]
+    assert (final["eval_exp"], final["after_task"]) == ("all", 3)
+    assert final["final_average_accuracy"] == pytest.approx(0.5) and final["forgetting"] == pytest.approx(0.45)
+    assert final["average_incremental_accuracy"] == pytest.approx(0.7)
+    assert final["backward_transfer"] == pytest.approx(-0.45)
+    assert all(r["forgetting"] == "" for r in written if r is not final)

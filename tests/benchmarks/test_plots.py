@@ -139,3 +139,16 @@ def test_the_component_heatmap_names_experiences_as_the_tables_do(tmp_path):
     rows = [r for r in synthetic_rows() if r["dataset"] == CLASS_RUN[0]]
     svg = plot_components(rows, tmp_path / "components.png", formats=("svg",)).read_text()
     assert all(f"exp {e}" in svg for e in range(CLASS_RUN[2]))
+
+
+def test_the_component_heatmap_says_what_it_averages_and_calls_an_ensemble_one(tmp_path):
+    """Issue 59, item 5: a heatmap's cells are means over seeds that each drew their own
+    class order (said on the figure); TME's last row is an ensemble, not a composition."""
+    rows = [r for r in synthetic_rows() if r["dataset"] == CLASS_RUN[0]]
+    seeded = [dict(r, seed=s, data_seed=100 + s) for s in (0, 1, 2) for r in rows]
+    svg = plot_components(seeded, tmp_path / "tmc.png", formats=("svg",)).read_text()
+    assert "mean over 3 seeds; each drew its own class order or shards" in svg and "vs composed" in svg
+    assert "1 seed" in plot_components(rows, tmp_path / "one.png", formats=("svg",)).read_text()
+    tme = [dict(r, method="tme") for r in rows if r["method"] == "tmc"]
+    svg = plot_components(tme, tmp_path / "tme.png", "tme", formats=("svg",)).read_text()
+    assert "vs ensemble" in svg and "vs composed" not in svg
