@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 from benchmarks.protocol.choices import PLOT_FORMATS, plot_formats_argument
+from benchmarks.results.field_metrics import with_field_metrics
 from benchmarks.results.files import (
     COLUMNS,
     TUNING_COLUMNS,
@@ -65,7 +66,6 @@ from benchmarks.results.files import (
     write_csv,
     write_tuning_csv,
 )
-from benchmarks.results.field_metrics import with_field_metrics
 from benchmarks.results.plots import (
     component_methods,
     figure_paths,
