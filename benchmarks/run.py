@@ -37,8 +37,9 @@ from benchmarks.networks.threads import available_cores
 from benchmarks.protocol.scenarios import make_scenario, task_test_stream
 from benchmarks.runner import terminal
 from benchmarks.runner.arguments import RUN_KEYS, parse_args, resolve, resolve_runs
-from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, train_config
+from benchmarks.runner.config import Options, RunConfig, loader_options, progress_key, regime_label, train_config
 from benchmarks.runner.epoch_log import groups_progress
+from benchmarks.runner.estimate import estimate_text, estimated_seconds, seconds_per_image
 from benchmarks.runner.folder_files import existing_folder
 from benchmarks.runner.forked_jobs import run_tasks
 from benchmarks.runner.groups import (
@@ -220,11 +221,6 @@ def _hyper_parameters(group: MethodGroup, cfg: TrainConfig, train_size: int) -> 
     return dict(lr=used.lr_tangent if group.family == "tangent" else used.lr, epochs=used.epochs, **replay)
 
 
-def regime_label(freeze_until: Any) -> str:
-    """How much of the network a run trains, as the results name it."""
-    return "whole network" if str(freeze_until).lower() in ("none", "") else f"from {freeze_until}"
-
-
 def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[str, Any]], List[Dict]]:
     """All method groups of one (dataset, scenario, tasks, regime) run over its seeds: its
     result rows (one per seed) and, when the run is tuned, its tuning trials."""
@@ -300,7 +296,11 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
         if found is not None:
             kept[i], name = found, piece_label(seed, rows, piece_run is task_run)
             print(f"  {name:25s} finished by an earlier run: kept from {progress} (--restart to retrain)", flush=True)
-    print(terminal.plan_text(len(run.seeds), len(groups), len(tasks), len(kept), options.jobs), flush=True)
+    todo = [(group, cfg) for i, (_, group, _, _) in enumerate(tasks) if i not in kept]
+    seconds = estimated_seconds(todo, len(train), seconds_per_image(top, bm.train_stream[0].dataset, cfg.batch_size),
+                                options.jobs) if todo and cached and cfg.device == "cpu" else None
+    print(terminal.plan_text(len(run.seeds), len(groups), len(tasks), len(kept), options.jobs, estimate_text(seconds)),
+          flush=True)
 
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task

@@ -17,7 +17,7 @@ from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_D
 from benchmarks.protocol.settings import settings_of, with_settings
 
 __all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
-           "progress_key", "loader_options"]
+           "regime_label", "progress_key", "loader_options"]
 
 
 @with_settings("run", frozen=True)
@@ -130,3 +130,8 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     if arithmetic is not None:
         key["arithmetic"] = arithmetic
     return key
+
+
+def regime_label(freeze_until: Any) -> str:
+    """How much of the network a run trains, as the results name it."""
+    return "whole network" if str(freeze_until).lower() in ("none", "") else f"from {freeze_until}"

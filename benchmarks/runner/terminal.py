@@ -79,14 +79,15 @@ def capped_text(groups: Sequence[Any], cfg: TrainConfig) -> str:
     return "".join(parts)
 
 
-def plan_text(seeds: int, groups: int, pieces: int, kept: int, jobs: int) -> str:
+def plan_text(seeds: int, groups: int, pieces: int, kept: int, jobs: int, estimate: str = "") -> str:
     """The plan, before any training: ``"  plan: 12 trainings (3 seeds x 4 method groups), 2 at a
-    time; 0 kept from an earlier run; the ETA follows each finished training"``."""
+    time; 0 kept from an earlier run; about 3 min of training estimated (...); the ETA follows
+    each finished training"`` (``estimate``: :func:`benchmarks.runner.estimate.estimate_text`)."""
     extra, todo = pieces - seeds * groups, pieces - kept
     plural = {n: "s" if n != 1 else "" for n in (todo, seeds, groups)}
     return (f"  plan: {todo} training{plural[todo]} ({seeds} seed{plural[seeds]} x {groups} method group"
             f"{plural[groups]}" + (f", {extra} more on the task-labelled split" if extra else "")
-            + f"), {jobs} at a time" + (f"; {kept} kept from an earlier run" if kept else "")
+            + f"), {jobs} at a time" + (f"; {kept} kept from an earlier run" if kept else "") + estimate
             + "; the ETA follows each finished training")
 
 

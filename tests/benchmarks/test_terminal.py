@@ -194,3 +194,30 @@ def test_the_plan_is_said_before_any_training():
                                          "split), 2 at a time; 2 kept from an earlier run; the ETA follows each "
                                          "finished training")
     assert plan_text(1, 1, 1, 0, 1).startswith("  plan: 1 training (1 seed x 1 method group), 1 at a time; the ETA")
+
+
+def test_the_plans_estimate_is_images_x_epochs_x_cost_at_the_timed_step_and_leaves_the_random_state():
+    """Issue 59, item 6: the plan's estimate before any training: one timed SGD step of the
+    trained network per image, times each planned training's images, epochs (its own config)
+    and its group's relative cost, shared among the jobs; timing it draws no random number."""
+    import torch
+
+    from benchmarks.methods import TrainConfig, groups_for
+    from benchmarks.runner.estimate import estimate_text, estimated_seconds, seconds_per_image
+
+    groups = {g.name: g for g, _ in groups_for(["tmc", "naive", "ncm"])}
+    cfg = TrainConfig(epochs=4, num_classes=3)
+    pieces = [(groups["tangent"], cfg), (groups["naive"], cfg), (groups["ncm"], cfg)]
+    assert (groups["tangent"].cost, groups["naive"].cost, groups["ncm"].cost) == (3, 2, 1)
+    expected = (3 * 4 + 2 * 4 + 1 * 1) * 100 * 0.01 / 2  # a training-free head: one pass, not epochs
+    assert estimated_seconds(pieces, 100, 0.01, jobs=2) == pytest.approx(expected)
+    assert estimate_text(150.0).startswith("; about 2 min of training estimated")
+    assert estimate_text(None) == ""
+
+    data = [(torch.randn(4), i % 3) for i in range(10)]
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 3))
+    torch.manual_seed(0)
+    before = torch.random.get_rng_state()
+    assert seconds_per_image(net, data, batch_size=4) > 0
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert seconds_per_image(net, [], batch_size=4) is None
