@@ -134,12 +134,15 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     parser.add_argument("--readme", type=Path, default=None,
                         help="also rewrite this Markdown file's block generated from CSV (README.md, "
                              "docs/results.md; the path in its marker is relative to the file's folder)")
+    parser.add_argument("--summary", action="store_true",
+                        help="with --readme: write the small table of a results file (a few representative rows, "
+                             "one column per scenario, the verdicts' count), as README.md shows it")
     parser.add_argument("--plot-format", type=plot_formats_argument, default=("png",), metavar="FORMATS",
                         help=f"the plots' formats, comma-separated: {', '.join(PLOT_FORMATS)} (default png, at 300 "
                              "dpi; pdf and svg keep their text editable)")
     args = parser.parse_args(argv)
     try:
-        block = generated_block(args.csv)
+        block = generated_block(args.csv, summary=args.summary)
         paths: Dict[str, Path] = {}
         if csv_kind(args.csv) == "results":
             rows = read_csv(args.csv)
@@ -150,7 +153,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
             print(f"{key}: {path}")
         if args.readme is not None:
             relative = Path(os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)).as_posix()
-            command = f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}"
+            command = (f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}"
+                       + (" --summary" if args.summary else ""))
             update_readme(args.readme, relative, block, command=command)
             print(f"readme: {args.readme} (block generated from {relative})")
     except ReportFileError as e:

@@ -7,7 +7,7 @@ the pre-trained network and the network fine-tuned on experience 0 — whole tra
 SGD lr 1e-2, 5 epochs — each read at every layer of the trained part), each forced, and
 prints every candidate's validation score on experience 0 (what the strategies choose by)
 next to its final test accuracy (what they cannot see). It is the table behind the
-README's "Adapt once, then compose by statistics" section.
+page docs/adapt-then-compose.md, "Adapt once, then compose by statistics".
 """
 
 from typing import Dict, List, Optional, Sequence

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import avalanche_tmc
-from tests.doc_pages import DOCS, anchors, documents, links, prose_lines, relative, rendered_text
+from tests.doc_pages import DOCS, anchors, documents, links, prose_lines, relative, rendered_text, slug
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,10 +225,64 @@ def test_files_the_pages_name_exist(path: Path):
     assert not missing, f"{relative(path)} names files that do not exist (moved?): {missing}"
 
 
-def test_the_quick_start_says_what_the_runner_needs_beyond_its_extra():
-    """Issue 42, B12: the quick start implied `.[benchmarks]` was all the runner needs; its data sets are installed
-    otherwise (Animal-MNIST with --no-deps, Debian's Fashion-MNIST, npm's emoji sets)."""
+def test_the_readme_says_what_the_runner_needs_beyond_its_extra():
+    """Issue 42, B12 (the extra now installed in the runner's section, issue 59): the quick start
+    implied `.[benchmarks]` was all the runner needs; its data sets are installed otherwise
+    (Animal-MNIST with --no-deps, Debian's Fashion-MNIST, npm's emoji sets)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    quick = readme[readme.index("[start:quick-start]"):readme.index("[end:quick-start]")]
-    for needed in ("--no-deps animal-mnist", "dataset-fashion-mnist", "@iconify-json/", "docs/install.md"):
-        assert needed in quick, needed
+    runner = readme[readme.index("## Your own images"):readme.index("## Set-up")]  # where the extra is installed
+    assert "'.[benchmarks]'" in runner and "'.[benchmarks]'" not in readme[:readme.index("## Your own images")]
+    for needed in ("--no-deps\nanimal-mnist", "dataset-fashion-mnist", "@iconify-json/", "docs/install.md"):
+        assert needed in runner, needed
+
+
+SOURCES = ("avalanche_tmc", "benchmarks", "baselines", "experiments", "examples")
+PAGE_REFERENCE = re.compile(r"(docs/[\w./-]+\.md|README(?:\.md|'s))"
+                            r"(?:[,:]? (?:section |page )?[\"'“‘]([^\"'”’\n]{3,80})[\"'”’])?")
+
+
+def _source_references():
+    """``(file, line, page, section or None)`` of every reference to a page (and a section
+    of it, quoted after it) in the code's help texts, messages and docstrings."""
+    found = []
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                for m in PAGE_REFERENCE.finditer(line):
+                    page = "README.md" if m.group(1).startswith("README") else m.group(1)
+                    found.append((relative(path), number, page, m.group(2)))
+    return found
+
+
+def test_every_page_and_section_the_code_names_exists():
+    """Issue 59, item 7: help texts and messages sent readers to "the README's reproducibility
+    notes" and "docs/results.md, 'What is reproducible'", which did not exist. Every page the
+    code names exists, and every section it quotes after a page is a heading of that page (its
+    first words; case and punctuation aside)."""
+    references = _source_references()
+    assert len(references) > 20 and any(section for *_, section in references)
+    broken = []
+    for where, number, page, section in references:
+        target = ROOT / page
+        if not target.is_file():
+            broken.append(f"{where}:{number}: {page} does not exist")
+            continue
+        if section is None:
+            continue
+        headings = anchors(rendered_text(target))
+        if not any(heading.startswith(slug(section)) for heading in headings):
+            broken.append(f"{where}:{number}: {page} has no section {section!r}")
+    assert not broken, "\n".join(broken)
+
+
+def test_a_newcomer_meets_the_import_and_a_training_loop_in_the_first_screenful():
+    """Issue 59, item 7: the README opened with an 11-column premise map; a newcomer now reads
+    what the project is, the install line, then the import and a training loop within the
+    first 40 lines after the title, and the README ends its results with one small table."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    screen = "\n".join(lines[1:41])
+    assert "from avalanche_tmc import TangentModel, TMCStrategy" in screen
+    assert "for experience in benchmark.train_stream:" in screen and "strategy.train(experience)" in screen
+    assert screen.index("pip install") < screen.index("from avalanche_tmc import")
+    tables = [line for line in lines if line.startswith("| Method |")]
+    assert len(tables) == 1 and len(lines) <= 200

@@ -14,7 +14,8 @@ import pytest
 from benchmarks import report
 from tests.doc_pages import ROOT, documents, prose_lines, relative
 
-BEGIN = re.compile(r"^<!-- generated from (\S+) by: python -m benchmarks\.report (\S+) --readme (\S+) -->$")
+BEGIN = re.compile(r"^<!-- generated from (\S+) by: python -m benchmarks\.report (\S+) --readme (\S+)"
+                   r"( --summary)? -->$")
 OPENED = "<!-- generated from "
 
 
@@ -42,7 +43,7 @@ BLOCKS = [(path, *block) for path in documents() for block in generated_blocks(p
 
 
 def test_the_results_are_shown_where_the_readers_look():
-    shown = {(relative(path), marker) for path, _, marker, _, _ in BLOCKS}
+    shown = {(relative(path), marker) for path, _, marker, _, _, _ in BLOCKS}
     assert ("README.md", "docs/results/offline-confirm/results.csv") in shown  # the confirmatory run decides
     assert ("docs/results.md", "results/offline-confirm/verdicts.csv") in shown  # and says what changed
     assert ("docs/results.md", "results/machines/spread.csv") in shown  # the cross-machine spread
@@ -61,17 +62,18 @@ def test_marker_parser_refuses_other_forms(tmp_path):
         generated_blocks(page)
 
 
-@pytest.mark.parametrize("path, line, marker, command_file, command_page", BLOCKS,
+@pytest.mark.parametrize("path, line, marker, command_file, command_page, summary", BLOCKS,
                          ids=[f"{relative(b[0])}:{b[1]}" for b in BLOCKS])
-def test_block_is_generated_from_its_committed_file(path, line, marker, command_file, command_page):
+def test_block_is_generated_from_its_committed_file(path, line, marker, command_file, command_page, summary):
     where = f"{relative(path)}:{line}"
     results_file = (path.parent / marker).resolve()
     assert results_file.is_file(), f"{where}: {marker} does not exist"
     assert (ROOT / command_page).resolve() == path.resolve(), f"{where}: its command rewrites {command_page}"
     assert (ROOT / command_file).resolve() == results_file, f"{where}: its command reads {command_file}, not {marker}"
-    assert report.update_readme(path, marker, report.generated_block(results_file), check=True), (
+    assert report.update_readme(path, marker, report.generated_block(results_file, summary=bool(summary)),
+                                check=True), (
         f"{where}: the block from {marker} is stale: run python -m benchmarks.report {command_file} "
-        f"--readme {command_page}")
+        f"--readme {command_page}{summary or ''}")
 
 
 def test_the_report_finds_the_blocks_this_test_finds():
@@ -80,7 +82,7 @@ def test_the_report_finds_the_blocks_this_test_finds():
     for path in documents():
         text = path.read_text(encoding="utf-8")
         found = [(begin + 1, marker) for begin, _, marker, _ in report.find_generated_blocks(text, relative(path))]
-        assert found == [(line, marker) for line, marker, _, _ in generated_blocks(path)], relative(path)
+        assert found == [(line, marker) for line, marker, *_ in generated_blocks(path)], relative(path)
 
 
 def test_markers_in_a_fenced_example_are_not_a_block(tmp_path):

@@ -6,7 +6,7 @@ last bits between one and two threads, and SGD training turns such a difference 
 of accuracy. Whatever computes a number that a results row depends on (the cached
 features, a method group's training and evaluation) runs inside :func:`fixed_threads`, so
 that the row is the same whether the runner trains it in its own process, in a forked job
-or after another method (docs/results.md, "What is reproducible").
+or after another method (docs/results.md, "Reproducibility: what repeats and what varies").
 """
 
 import os

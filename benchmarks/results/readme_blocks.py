@@ -202,7 +202,7 @@ def missing_runs(folder: Path) -> List[str]:
     return missing
 
 
-def generated_block(path: PathLike) -> str:
+def generated_block(path: PathLike, summary: bool = False) -> str:
     """What README.md shows of a committed file: :func:`readme_block` of a results CSV
     (headed by :func:`~benchmarks.results.tables.incomplete_note` when the ``status.json``
     beside it lists missing runs),
@@ -212,9 +212,16 @@ def generated_block(path: PathLike) -> str:
     :func:`benchmarks.results.gpu_hours.gpu_hours_table` of the paper presets' GPU-hours or
     :func:`benchmarks.results.confirmation.confirmation_table` of a confirmatory run against its pilot or
     :func:`benchmarks.results.same_rows.same_rows_table` of two machines' rows compared bit for bit or
-    :func:`benchmarks.results.margin_rules.margin_rules_table` of a run's verdicts under both margin rules."""
+    :func:`benchmarks.results.margin_rules.margin_rules_table` of a run's verdicts under both margin rules.
+    ``summary``: a results CSV's small table instead (:func:`benchmarks.results.summary.summary_block`)."""
     kind = csv_kind(path)  # written in the file (its ``kind`` column), never guessed
     check_columns(path, kind)
+    if summary:
+        if kind != "results":
+            raise ReportFileError(f"{path}: --summary is the small table of a results file; this is a {kind} file.")
+        from benchmarks.results.summary import summary_block  # (it imports the claims)
+
+        return summary_block(read_csv(path))
     if kind == "spread":
         return spread_table(read_spread_csv(Path(path)))
     if kind == "test-costs":

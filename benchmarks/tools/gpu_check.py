@@ -1,7 +1,8 @@
 """The GPU check in one command: ``python -m benchmarks.tools.gpu_check`` (``make gpu-check``).
 
 What it is for: every number the project has only measured on a CPU or on paper, measured
-on one GPU in about 10 minutes of its time (docs/gpu.md: the plan, second by second), and
+on one GPU in about 10 minutes of its time (docs/speed.md, "On a GPU: the plan": second by
+second), and
 written to ``docs/results/gpu/<device>.md`` to commit:
 
 1. **device-tests**: the device-sensitive tests (strategies, composition, statistics,
@@ -71,7 +72,7 @@ DEVICE_TESTS = ("tests/avalanche_tmc/composition", "tests/avalanche_tmc/files", 
 REQUIRED = ("avalanche", "timm", "safetensors", "sklearn", "torchvision")
 # The paper-epoch folder gives each experience 4 optimizer steps. With the check's random
 # weights the δ-gradients reach about 525 at loss scale 1 (measured on the CPU in float32,
-# ResNet-50 at 224 px, docs/gpu.md), so float16 overflows (65504) at scales of 128 and
+# ResNet-50 at 224 px, docs/speed.md, "Mixed precision"), so float16 overflows (65504) at scales of 128 and
 # more: from GradScaler's 2**16 the first 10 steps are skipped (on an H100 all 4 were,
 # refused by AutocastPlugin); from 256, 2 of 4. The check starts at 64. A real experience
 # (about 96 steps) calibrates from 2**16 itself: the steady-fp16 step counts what it skips.
@@ -132,7 +133,8 @@ def plan(device: str, workdir: Path, *, dry_run: bool, gpus: int, authors_code: 
     steps.append(Step("authors-speed", [py, "-m", "benchmarks.tools.authors_speed", "--device", device, *source,
                                         *authors, "--save", str(workdir / "authors-speed.md")],
                       timeout=120, skipped=None if authors_code or dry_run else
-                      "no --authors-code DIR (a clone of tianyu139/tangent-model-composition; docs/gpu.md)"))
+                      "no --authors-code DIR (a clone of tianyu139/tangent-model-composition; "
+                      "docs/speed.md, \"The authors' code beside ours\")"))
     nccl = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--device", device, "--dist-backend", "nccl",
             "tests/avalanche_tmc/test_distributed.py"]
     steps.append(Step("nccl", nccl, timeout=120, skipped=None if gpus >= 2 else f"{gpus} GPU(s): NCCL needs two"))

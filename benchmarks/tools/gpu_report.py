@@ -18,7 +18,7 @@ __all__ = ["PRESET", "STEADY_AMPS", "PLANNED", "Step", "StepResult", "GpuSampler
 
 PRESET = "c-caltech256-5"
 STEADY_AMPS = ("fp32", "bf16", "fp16")
-# planned GPU seconds per step (docs/gpu.md), the inputs' preparation and the start-up apart
+# planned GPU seconds per step (docs/speed.md, "On a GPU: the plan"), the inputs' preparation and the start-up apart
 PLANNED = {"device-tests": 70, "speed": 50, "steady-fp32": 45, "steady-bf16": 45, "steady-fp16": 45,
            "paper-epoch-fp16": 50, "fast-options": 60, "fast-options-compile": 90, "authors-speed": 40, "nccl": 30}
 

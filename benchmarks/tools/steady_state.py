@@ -21,7 +21,7 @@ one, when the workers are running and the page cache is warm:
 
 ``--amp fp16`` trains with a ``GradScaler`` from its default scale 2**16, as
 ``AutocastPlugin(torch.float16)`` does, and counts the optimizer steps it skipped in each
-epoch (docs/gpu.md explains the float16 failure of the first GPU check). The fast-path
+epoch (docs/speed.md, "Mixed precision", explains the float16 failure of the first GPU check). The fast-path
 options (``--tf32``, ``--cudnn-benchmark``, ``--channels-last``, ``--compile``) are off
 unless given, and the report says which were on (:mod:`benchmarks.tools.fast_options`).
 

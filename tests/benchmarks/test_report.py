@@ -573,3 +573,26 @@ def test_the_main_job_table_has_a_column_per_scenario_and_a_cell_per_promised_ro
     timing = parse_table(timing_table(rows).split("\n\n", 1)[1])[1]
     assert timing["TMC"]["T-d (5 tasks, from blocks.4)"].startswith("C-IL's / ")
     assert timing["TMC"]["C-d (5 tasks, from blocks.4)"] == "8 / 0"
+
+
+def test_the_readme_summary_is_a_few_rows_of_the_table_and_the_verdicts_count(tmp_path):
+    """Issue 59, item 7: README.md shows one small generated table (--summary): the
+    representative rows it has, one column per scenario, the count line of the verdicts; the
+    full table stays in the results page. A summary of another kind of file is refused."""
+    from benchmarks.results.summary import SUMMARY_METHODS, summary_block
+
+    rows = synthetic_rows()
+    block = summary_block(rows)
+    table = [line for line in block.splitlines()
+             if line.startswith("| ") and not line.startswith(("| Method", "| ---"))]
+    shown = [line.split(" | ")[0][2:] for line in table]
+    expected = [report.method_info(m)[0] for m in SUMMARY_METHODS if m in {r["method"] for r in rows}]
+    assert shown == expected and len(shown) < len({r["method"] for r in rows})
+    assert block.splitlines()[0].startswith("| Method | class-IL, ")
+    full = report.markdown_table(rows)
+    for line in table:  # the same cells as the full table's
+        name, *cells = line[2:-2].split(" | ")
+        assert any(all(c in full_line for c in cells) for full_line in full.splitlines() if name in full_line)
+    path = report.write_tuning_csv([dict(dataset="d", lr=0.1)], tmp_path / "t.csv")
+    with pytest.raises(report.ReportFileError, match="--summary is the small table of a results file"):
+        report.generated_block(path, summary=True)
