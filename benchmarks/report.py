@@ -144,13 +144,14 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     try:
         block = generated_block(args.csv, summary=args.summary)
         paths: Dict[str, Path] = {}
+        existed = {p.resolve() for p in args.csv.parent.iterdir() if p.is_file()} if args.csv.parent.is_dir() else set()
         if csv_kind(args.csv) == "results":
             rows = read_csv(args.csv)
             paths = write_report(rows, args.csv.parent, include_csv=False, missing=missing_runs(args.csv.parent),
                                  formats=args.plot_format)
         print(block)
-        for key, path in paths.items():
-            print(f"{key}: {path}")
+        for key, path in paths.items():  # an edited results.md or plot is replaced: said, not silent
+            print(f"{key}: {path}" + (" (overwritten)" if path.resolve() in existed else ""))
         if args.readme is not None:
             relative = Path(os.path.relpath(args.csv.resolve(), args.readme.resolve().parent)).as_posix()
             command = (f"python -m benchmarks.report {args.csv.as_posix()} --readme {args.readme.as_posix()}"

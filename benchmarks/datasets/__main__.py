@@ -17,7 +17,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.datasets", description=__doc__.split("\n\n")[1])
     parser.add_argument("names", nargs="*", metavar="NAME", help="datasets to load and check")
     parser.add_argument("--data-root", help="the folder holding a folder dataset (caltech256 ..., folder)")
-    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--image-size", type=int, default=32,
+                        help="the side the images are resized to, as the runner's --image-size (default 32)")
     parser.add_argument("--all", action="store_true", help="load every offline dataset")
     args = parser.parse_args(argv)
     from benchmarks.networks.arithmetic import runner_arithmetic

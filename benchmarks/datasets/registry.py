@@ -153,6 +153,7 @@ def summarise(names: Sequence[str], image_size: int, data_root: Optional[Union[s
         else:
             x, _ = train[0]
             result = (f"train {len(train)}, test {len(test)}, classes {len(getattr(train, 'classes', []))}, "
-                      f"item {tuple(x.shape)}, {time.perf_counter() - start:.2f} s")
+                      f"item {tuple(x.shape)} (resized to --image-size {image_size}; the runner's "
+                      f"--image-size sets it), {time.perf_counter() - start:.2f} s")
         print(f"{name}: {entry.description}; needs {entry.requires}\n    {result}")
     return missing

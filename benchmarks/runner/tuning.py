@@ -7,13 +7,15 @@ in the run's job processes, the longest first, and keeping it as a progress file
 import contextlib
 import io
 import os
+import time
 from dataclasses import replace
 from typing import Dict, List, Sequence, Tuple
 
 from avalanche_tmc import DivergenceError
-from benchmarks.methods import TrainConfig, group_named, method_groups, representatives
+from benchmarks.methods import TrainConfig, group_named, method_groups, representatives, tuning_unit
 from benchmarks.protocol.scenarios import make_scenario
 from benchmarks.runner.config import Options, RunConfig, progress_key
+from benchmarks.runner.epoch_log import format_seconds
 from benchmarks.runner.forked_jobs import run_tasks
 from benchmarks.runner.groups import final_accuracies, load_progress, progress_path, run_group, save_progress
 from benchmarks.runner.prepare import first_experience_batches
@@ -42,6 +44,12 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
           + (f"lr x0.1 at {', '.join(f'{f:g}' for f in grid.decay_at)} of the epochs" if grid.decay_at else
              "no learning-rate decay"), flush=True)
     groups = {g.name: g for g in method_groups()}
+    for unit in units:  # which rows choose a unit's values, and which rows train with them
+        scored = groups[representatives()[unit]]
+        also = [g.name for g in groups.values() if tuning_unit(g) == unit and g is not scored]
+        print(f"    {unit}: scored by {', '.join(scored.row_names)} (validation accuracy)"
+              + (f"; {', '.join(also)} train{'s' if len(also) == 1 else ''} with its values" if also else ""),
+              flush=True)
     trial_cfg = replace(cfg, decay_at=grid.decay_at,
                         bn_batches=first_experience_batches(bm, cfg.batch_size) if options.bn_data != "none" else None)
     key = progress_key(run, options, cfg.seed)
@@ -89,6 +97,14 @@ def _in_order(trials: List[Tuple[str, float, int]], function, options: Options) 
     """``function`` of every trial over ``options.jobs`` processes, the longest first, the
     results in the order of ``trials``."""
     order = sorted(range(len(trials)), key=lambda i: -_cost(trials[i]))
-    results = run_tasks(function, [trials[i] for i in order], options.jobs, options.threads, options.deterministic)
+    started = time.time()
+
+    def finished(count: int) -> None:  # an ETA for this round's trials, from those trained so far
+        elapsed = time.time() - started
+        print(f"    [{count}/{len(trials)} trials of this round done, {format_seconds(elapsed)} elapsed, ETA "
+              f"{format_seconds(elapsed / count * (len(trials) - count))}]", flush=True)
+
+    results = run_tasks(function, [trials[i] for i in order], options.jobs, options.threads, options.deterministic,
+                        on_done=finished)
     by_index = dict(zip(order, results))
     return [by_index[i] for i in range(len(trials))]

@@ -71,7 +71,9 @@ def test_the_listing_loads_nothing_and_one_name_loads_only_that_one(birds, monke
     assert not loaded
     assert "caltech256 (folder)" in listing and "folder (folder)" in listing and "digits (offline)" in listing
     assert datasets_main(["folder", "--data-root", str(birds), "--image-size", "8"]) == 0
-    assert loaded == ["folder"] and "train 20, test 4, classes 4, item (3, 8, 8)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert loaded == ["folder"] and "train 20, test 4, classes 4, item (3, 8, 8)" in out
+    assert "the runner's --image-size sets it" in out
 
 
 def test_checking_a_missing_folder_dataset_shows_its_layout_and_exits_1(tmp_path, capsys):

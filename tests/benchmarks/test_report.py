@@ -596,3 +596,15 @@ def test_the_readme_summary_is_a_few_rows_of_the_table_and_the_verdicts_count(tm
     path = report.write_tuning_csv([dict(dataset="d", lr=0.1)], tmp_path / "t.csv")
     with pytest.raises(report.ReportFileError, match="--summary is the small table of a results file"):
         report.generated_block(path, summary=True)
+
+
+def test_the_report_says_which_files_it_overwrote(rows, tmp_path, capsys):
+    """Issue 59, item 8: re-making a report replaced an edited results.md and the plots without
+    a word; the second run names each file it overwrote."""
+    path = write_csv(rows, tmp_path / "results.csv")
+    report.main([str(path)])
+    assert "(overwritten)" not in capsys.readouterr().out
+    (tmp_path / "results.md").write_text("my notes\n", encoding="utf-8")
+    report.main([str(path)])
+    out = capsys.readouterr().out
+    assert f"markdown: {tmp_path / 'results.md'} (overwritten)" in out and "accuracy_curves.png (overwritten)" in out
