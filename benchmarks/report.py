@@ -71,6 +71,7 @@ from benchmarks.results.plots import (
     figure_paths,
     plot_accuracy_curves,
     plot_components,
+    plot_forgetting_curves,
     plot_regimes,
 )
 from benchmarks.results.readme_blocks import GENERATED_END as GENERATED_END
@@ -94,7 +95,8 @@ from benchmarks.results.tables import (
 __all__ = [
     "COLUMNS", "TUNING_COLUMNS", "method_info", "cost_class", "order_methods", "run_key", "list_runs", "run_label",
     "accuracy_index", "final_accuracy", "atomic_path", "write_csv", "read_csv", "write_tuning_csv", "markdown_table",
-    "write_markdown", "regime_tables", "plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes",
+    "write_markdown", "regime_tables", "plot_accuracy_curves", "plot_forgetting_curves", "component_methods",
+    "plot_components", "plot_regimes",
     "write_report", "accuracy_spread", "seed_count", "readme_block", "read_tuning_csv", "tuning_table",
     "generated_block", "variance_table", "update_readme", "timing_table", "main", "ReportFileError",
     "find_generated_blocks", "incomplete_note",
@@ -104,9 +106,9 @@ __all__ = [
 def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = True,
                  missing: Sequence[str] = (), formats: Sequence[str] = ("png",)) -> Dict[str, Path]:
     """Write results.csv (unless ``include_csv`` is False), results.md, accuracy_curves,
-    regimes (when a dataset was run in several regimes) and components_<method> for every
-    method with component rows, each plot in every one of ``formats`` (``png``, ``pdf``,
-    ``svg``); return the paths keyed ``csv``, ``markdown``, ``curves``, ``regimes``,
+    forgetting_curves (methods with a complete accuracy matrix), regimes (when a dataset was
+    run in several regimes) and components_<method> for every method with component rows,
+    each plot in every one of ``formats`` (``png``, ``pdf``, ``svg``); return the paths keyed ``csv``, ``markdown``, ``curves``, ``forgetting``, ``regimes``,
     ``components_<method>`` (a plot's first format; ``curves.svg``... its others).
     ``missing``: the planned runs not finished yet (the runner's
     :mod:`benchmarks.runner.outdir`), named at the top of results.md."""
@@ -116,6 +118,7 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
         paths["csv"] = write_csv(with_field_metrics(rows), out / "results.csv")
     paths["markdown"] = write_markdown(rows, out / "results.md", missing)
     plots = {"curves": plot_accuracy_curves(rows, out / "accuracy_curves", formats),
+             "forgetting": plot_forgetting_curves(rows, out / "forgetting_curves", formats),
              "regimes": plot_regimes(rows, out / "regimes", formats)}
     for method in component_methods(rows):
         plots[f"components_{method}"] = plot_components(rows, out / f"components_{method}", method, formats)

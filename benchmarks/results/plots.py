@@ -45,8 +45,8 @@ from benchmarks.results.files import (
 )
 from benchmarks.results.intervals import mean_std
 
-__all__ = ["plot_accuracy_curves", "component_methods", "plot_components", "plot_regimes", "HUE_FAMILIES",
-           "Style", "method_styles", "figure_paths", "PNG_DPI", "TASK_IL_CAPTION"]
+__all__ = ["plot_accuracy_curves", "plot_forgetting_curves", "component_methods", "plot_components", "plot_regimes",
+           "HUE_FAMILIES", "Style", "method_styles", "figure_paths", "PNG_DPI", "TASK_IL_CAPTION"]
 
 PNG_DPI = 300
 """The resolution of the PNG plots (a paper's figures: PDF or SVG, ``--plot-format``)."""
@@ -191,6 +191,61 @@ def plot_accuracy_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[
     fig.supxlabel(caption + ("\n" + TASK_IL_CAPTION if any(run[1] == "task" for run in runs) else ""), fontsize=8,
                   x=0.0, ha="left")
     return _save_with_legend(fig, path, methods, handles, formats)
+
+
+def plot_forgetting_curves(rows: Sequence[Row], path: PathLike, formats: Sequence[str] = ("png",)) -> Optional[Path]:
+    """After each step from the second, one panel per run, forgetting as Avalanche's
+    ``StreamForgetting`` measures it then: the mean over the experiences trained before of
+    their accuracy right after their own training minus now (points; mean over seeds, ± one
+    standard deviation as a band). Only methods with a complete accuracy matrix (a joint
+    paragon, trained once, has none). Returns the first file's path, or None."""
+    curves = _forgetting_so_far(rows)
+    runs = [run for run in list_runs(rows) if any(key[0] == run for key in curves)]
+    if not runs:
+        return None
+    methods, styles = _method_styles(rows)
+    methods = [m for m in methods if any((run, m) in curves for run in runs)]
+    fig, axes = _panels(len(runs), ncols=3, panel_size=(4.5, 3.5))
+    handles: Dict[str, Line2D] = {}
+    for ax, run in zip(axes, runs):
+        for method in methods:
+            points = curves.get((run, method))
+            if not points:
+                continue
+            xs, ys, stds = zip(*points)
+            style = styles[method]
+            (line,) = ax.plot(xs, ys, marker=style.marker, markersize=4, color=style.color,
+                              linestyle=style.linestyle, label=method_info(method)[0])
+            if any(stds):
+                ax.fill_between(xs, [y - d for y, d in zip(ys, stds)], [y + d for y, d in zip(ys, stds)],
+                                color=style.color, alpha=0.15, linewidth=0)
+            handles.setdefault(method, line)
+        ax.set_title(run_label(run), fontsize=10)
+        ax.set_xlabel("after step")
+        ax.set_ylabel("forgetting (points)")
+        ax.set_xticks(range(2, run[2] + 1))
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.grid(alpha=0.3)
+    seeds = seed_count(rows)
+    fig.supxlabel(f"Lines: mean over {seeds} seed(s)" + ("; bands: ± one standard deviation over the seeds"
+                                                          if seeds > 1 else "")
+                  + ". Forgetting after step t (Avalanche's StreamForgetting): each experience trained before t, its "
+                  "accuracy right after its own training minus after step t, averaged over those experiences.",
+                  fontsize=8, x=0.0, ha="left")
+    return _save_with_legend(fig, path, methods, handles, formats)
+
+
+def _forgetting_so_far(rows: Sequence[Row]) -> Dict[Tuple[RunKey, str], List[Tuple[int, float, float]]]:
+    """``(run, method) -> [(step, mean, std)]`` of forgetting (points) after steps 2..T, over
+    the seeds, from each seed's complete accuracy matrix."""
+    from benchmarks.results.field_metrics import accuracy_matrices
+
+    per: Dict[Tuple[RunKey, str], Dict[int, List[float]]] = {}
+    for (run, method, _), a in accuracy_matrices(rows).items():
+        for t in range(2, len(a) + 1):
+            value = 100 * sum(a[j][j] - a[t - 1][j] for j in range(t - 1)) / (t - 1)
+            per.setdefault((run, method), {}).setdefault(t, []).append(value)  # type: ignore[index]
+    return {key: [(t, *mean_std(values)[:2]) for t, values in sorted(steps.items())] for key, steps in per.items()}
 
 
 def _seen_so_far(rows: Sequence[Row]) -> Dict[Tuple[RunKey, str], List[Tuple[int, float, float]]]:

@@ -78,3 +78,20 @@ def test_results_csv_holds_them_on_each_seeds_final_row(tmp_path):
     assert final["average_incremental_accuracy"] == pytest.approx(0.7)
     assert final["backward_transfer"] == pytest.approx(-0.45)
     assert all(r["forgetting"] == "" for r in written if r is not final)
+
+
+def test_the_forgetting_curves_follow_avalanches_stream_forgetting_after_each_step(tmp_path):
+    """Issue 59, item 5: forgetting in the curves. After step t: the mean over experiences
+    j < t of a[j][j] - a[t-1][j] (points), averaged over seeds."""
+    from benchmarks.results.plots import _forgetting_so_far, plot_forgetting_curves
+
+    other = [[0.70, 0.0, 0.0], [0.50, 0.60, 0.0], [0.30, 0.40, 0.50]]
+    rows = _rows(A) + _rows(other, seed=1)
+    (points,) = _forgetting_so_far(rows).values()
+    # seed 0: step 2: 0.90-0.60 = 30; step 3: ((0.90-0.30) + (0.80-0.50)) / 2 = 45
+    # seed 1: step 2: 0.70-0.50 = 20; step 3: ((0.70-0.30) + (0.60-0.40)) / 2 = 30
+    assert [(t, round(m, 6)) for t, m, _ in points] == [(2, 25.0), (3, 37.5)]
+    final = (field_metrics(A)["forgetting"] + field_metrics(other)["forgetting"]) / 2
+    assert points[-1][1] == pytest.approx(100 * final)
+    svg = plot_forgetting_curves(rows, tmp_path / "forgetting.png", formats=("svg",)).read_text()
+    assert "StreamForgetting" in svg and "mean over 2 seed(s)" in svg
