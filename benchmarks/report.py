@@ -109,7 +109,8 @@ def write_report(rows: Sequence[Row], out_dir: PathLike, include_csv: bool = Tru
     forgetting_curves (methods with a complete accuracy matrix), regimes (when a dataset was
     run in several regimes) and components_<method> for every method with component rows,
     each plot in every one of ``formats`` (``png``, ``pdf``, ``svg``); return the paths keyed
-    ``csv``, ``markdown``, ``curves``, ``forgetting``, ``regimes``, ``components_<method>`` (a plot's first format; ``curves.svg``... its others).
+    ``csv``, ``markdown``, ``curves``, ``forgetting``, ``regimes``, ``components_<method>``
+    (a plot's first format; ``curves.svg``... its others).
     ``missing``: the planned runs not finished yet (the runner's
     :mod:`benchmarks.runner.outdir`), named at the top of results.md."""
     out = Path(out_dir)
