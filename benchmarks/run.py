@@ -212,12 +212,13 @@ def check_weights(run: RunConfig, options: Options, checked: set) -> None:
 
 
 def _hyper_parameters(group: MethodGroup, cfg: TrainConfig, train_size: int) -> Dict[str, Any]:
-    """The learning rate and epochs ``group`` trained with, and a replay method's buffer as a
-    fraction of the training set (results columns)."""
+    """The learning rate and epochs ``group`` trained with, and a replay method's buffer in
+    samples and as a fraction of the training set (results columns)."""
     if group.family == "training-free":
         return dict(lr="", epochs=1)
     used = config_for(group, cfg)
-    replay = dict(replay_fraction=cfg.mem_size / train_size) if group.name in REPLAY_GROUPS else {}
+    replay = dict(replay_fraction=cfg.mem_size / train_size, replay_buffer=cfg.mem_size) \
+        if group.name in REPLAY_GROUPS else {}
     return dict(lr=used.lr_tangent if group.family == "tangent" else used.lr, epochs=used.epochs, **replay)
 
 
@@ -249,7 +250,8 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     show_progress = options.progress if options.progress is not None else not cached
     classes = num_classes(train)
     bn_batches = first_experience_batches(bm, run.batch_size) if options.bn_data != "none" else None
-    cfg = train_config(run, options, num_classes=classes, seed=run.seeds[0], bn_batches=bn_batches)
+    cfg = train_config(run, options, num_classes=classes, seed=run.seeds[0], bn_batches=bn_batches,
+                       train_size=len(train))
     old_head, new_head = head_parameter_counts(top, classes)
     trained = sum(p.numel() for p in top.parameters()) - old_head + new_head
     label = dataset_label(run.dataset, options.data_root)
@@ -291,7 +293,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
 
     kept: Dict[int, List[Dict[str, Any]]] = {}  # method groups finished by an earlier run
     for i, (seed, group, rows, piece_run) in enumerate(tasks):
-        progress = progress_path(progress_dir, progress_key(piece_run, options, seed), group)
+        progress = progress_path(progress_dir, progress_key(piece_run, options, seed, cfg.mem_size), group)
         found = None if options.restart else load_progress(progress)
         if found is not None:
             kept[i], name = found, piece_label(seed, rows, piece_run is task_run)
@@ -305,7 +307,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     def do(task) -> List[Dict[str, Any]]:
         seed, group, rows, piece_run = task
         seed_cfg = replace(cfg, seed=seed)
-        progress = progress_path(progress_dir, progress_key(piece_run, options, seed), group)
+        progress = progress_path(progress_dir, progress_key(piece_run, options, seed, cfg.mem_size), group)
         seed_bm, seed_task_stream, seed_task_bm = by_data_seed[data_seeds[seed]]
         own_task_run = piece_run.scenario == "task" and seed_task_bm is not None  # (a copy in a job's process)
         group_rows = run_group(group, rows, seed_task_bm if own_task_run else seed_bm, top, seed_cfg,

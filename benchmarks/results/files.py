@@ -41,7 +41,7 @@ COLUMNS: Tuple[str, ...] = (
     "after_task", "eval_exp", "accuracy", "train_seconds", "eval_seconds",
     "regime", "trained_params", "lr", "epochs", "tuned", "setting", "seed", "trained_in", "data_seed", "arithmetic",
     "replay_fraction", "loss_rose",
-    "final_average_accuracy", "average_incremental_accuracy", "forgetting", "backward_transfer",
+    "final_average_accuracy", "average_incremental_accuracy", "forgetting", "backward_transfer", "replay_buffer",
 )
 PINNED_ARITHMETIC = "avx2"
 """The ``arithmetic`` of a row computed with the pinned CPU arithmetic (avalanche_tmc.arithmetic);
@@ -55,6 +55,7 @@ _CONVERTERS: Dict[str, Callable[[str], object]] = {
     "seed": lambda v: int(v) if v else "", "data_seed": lambda v: int(v) if v else "",
     "trained_params": lambda v: int(v) if v else "", "epochs": lambda v: int(v) if v else "",
     "lr": lambda v: float(v) if v else "", "replay_fraction": lambda v: float(v) if v else "",
+    "replay_buffer": lambda v: int(v) if v else "",
     **{c: (lambda v: float(v) if v else "") for c in ("final_average_accuracy", "average_incremental_accuracy",
                                                      "forgetting", "backward_transfer")},
 }

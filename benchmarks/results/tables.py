@@ -8,6 +8,7 @@ columns and the notes on paragons, reused training and settings); :func:`regime_
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -85,9 +86,12 @@ def markdown_table(rows: Sequence[Row]) -> str:
         _md_row(["---", *["---:"] * len(runs), "---", "---", "---"]),
     ]
     fractions = {}  # a replay method's buffer as a fraction of its run's training set (runs alike: the largest)
+    buffers: Dict[str, int] = {}  # a replay method's buffer in samples, where the rows record it (the largest)
     for r in rows:
         if r.get("replay_fraction") not in ("", None):
             fractions[str(r["method"])] = max(fractions.get(str(r["method"]), 0.0), float(r["replay_fraction"]))
+        if r.get("replay_buffer") not in ("", None):
+            buffers[str(r["method"])] = max(buffers.get(str(r["method"]), 0), int(r["replay_buffer"]))  # type: ignore[call-overload]
     rose: Dict[Tuple[object, str], List[str]] = defaultdict(list)  # (run, method) -> seeds whose training loss rose
     for r in rows:
         if r.get("loss_rose") and r.get("model") == COMPOSED and str(r["eval_exp"]) == ALL \
@@ -95,6 +99,8 @@ def markdown_table(rows: Sequence[Row]) -> str:
             rose[(run_key(r), str(r["method"]))].append(f"seed {r.get('seed', '')} (experience {r['loss_rose']})")
     for method in methods:
         name, cost, buffer, parallel = method_info(method)
+        if method in buffers:  # the registry says the default (300); a run sized to its data says its own
+            cost, buffer = (re.sub(r"\b300\b", str(buffers[method]), text) for text in (cost, buffer))
         if method in fractions:
             buffer += (f" ({100 * fractions[method]:.0f}% of the training set"
                        + (": all of it, joint training in disguise)" if fractions[method] >= 1 else ")"))

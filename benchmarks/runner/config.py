@@ -17,7 +17,7 @@ from benchmarks.protocol.choices import DEFAULT_PROJECTION_DIM, MAX_PROJECTION_D
 from benchmarks.protocol.settings import settings_of, with_settings
 
 __all__ = ["DEFAULT_PROJECTION_DIM", "MAX_PROJECTION_DIM", "RECIPE_CHOICES", "RunConfig", "Options", "train_config",
-           "regime_label", "progress_key", "loader_options"]
+           "regime_label", "progress_key", "replay_buffer_size", "loader_options"]
 
 
 @with_settings("run", frozen=True)
@@ -98,12 +98,16 @@ class Options:
 
 
 def train_config(run: RunConfig, options: Options, *, num_classes: int, seed: int,
-                 bn_batches: Optional[Sequence[Any]] = None) -> TrainConfig:
+                 bn_batches: Optional[Sequence[Any]] = None, train_size: Optional[int] = None) -> TrainConfig:
     """What every method of ``run`` trains with for ``seed``: the settings of ``run`` and
-    ``options`` the methods train with (``trains`` in their declaration)."""
+    ``options`` the methods train with (``trains`` in their declaration); with
+    ``train_size``, the replay buffer sized to the data (:func:`replay_buffer_size`)."""
     values = {s.name: getattr(run if s.scope == "run" else options, s.name) for s in settings_of("train")}
     values["tuned"] = dict(values["tuned"])
-    return TrainConfig(num_classes=num_classes, seed=seed, bn_batches=bn_batches, **values)
+    cfg = TrainConfig(num_classes=num_classes, seed=seed, bn_batches=bn_batches, **values)
+    if train_size is not None:
+        cfg = dataclasses.replace(cfg, mem_size=replay_buffer_size(train_size, num_classes, cfg.mem_size))
+    return cfg
 
 
 def loader_options(options: Options) -> Dict[str, Any]:
@@ -114,12 +118,30 @@ def loader_options(options: Options) -> Dict[str, Any]:
     return dataloader_kwargs(num_workers=options.workers, device=options.device) if options.workers > 0 else {}
 
 
-def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
+DEFAULT_BUFFER = 300
+"""ER's and DER's replay buffer (samples) while it is at most :data:`MAX_BUFFER_SHARE` of the
+training set (the main job: 17% of its class-IL training set)."""
+MAX_BUFFER_SHARE = 0.2
+BUFFER_PER_CLASS = 20
+
+
+def replay_buffer_size(train_size: int, classes: int, default: int = DEFAULT_BUFFER) -> int:
+    """The replay buffer a run's ER and DER keep: ``default`` while it is at most a fifth of
+    the ``train_size`` training samples; on less data, the field's fixed number per class
+    (:data:`BUFFER_PER_CLASS`, iCaRL's 2,000 for 100 classes), still at most a fifth of the
+    training set (at least 1): a buffer that holds the whole training set replays every past
+    sample, joint training in disguise (a 300-image folder kept 300)."""
+    cap = max(1, int(MAX_BUFFER_SHARE * train_size))
+    return default if default <= cap else max(1, min(BUFFER_PER_CLASS * classes, cap))
+
+
+def progress_key(run: RunConfig, options: Options, seed: int, mem_size: int = DEFAULT_BUFFER) -> Dict[str, Any]:
     """Everything that decides a (run, seed)'s results, for the names of its progress files
     (a re-run with other settings never picks up a stale result): the settings whose
     declaration keeps them in the key (some only away from their default, so that the
-    folders of earlier versions still match), the thread count and the CPU arithmetic this
-    process computes with, each only where it is not the default (one thread, pinned AVX2)."""
+    folders of earlier versions still match), the thread count, the CPU arithmetic this
+    process computes with and the replay buffer, each only where it is not the default (one
+    thread, pinned AVX2, 300 samples)."""
     key = {s.name: copy.deepcopy(getattr(run, s.name)) for s in settings_of("run") if s.in_key(getattr(run, s.name))}
     key["seed"] = seed
     key.update({s.name: getattr(options, s.name) for s in settings_of("invocation")
@@ -129,6 +151,8 @@ def progress_key(run: RunConfig, options: Options, seed: int) -> Dict[str, Any]:
     arithmetic = arithmetic_key()  # another instruction set than the pinned AVX2: other rows, never mixed
     if arithmetic is not None:
         key["arithmetic"] = arithmetic
+    if mem_size != DEFAULT_BUFFER:  # a buffer sized to small data (replay_buffer_size): other rows
+        key["mem_size"] = mem_size
     return key
 
 

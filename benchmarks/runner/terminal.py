@@ -56,8 +56,13 @@ def replay_text(groups: Sequence[str], mem_size: int, train_size: int) -> str:
     replaying = [g.upper() for g in groups if g in REPLAY_GROUPS]
     if not replaying:
         return ""
+    from benchmarks.runner.config import DEFAULT_BUFFER
+
     text = (f", replay buffer ({', '.join(replaying)}) {mem_size} samples, {100 * mem_size / train_size:.0f}% of the "
             f"{train_size} training samples")
+    if mem_size < DEFAULT_BUFFER:
+        text += (f" (sized to the data: {DEFAULT_BUFFER} would be over a fifth of it; 20 a class, at most a fifth, "
+                 "docs/benchmarks.md)")
     if mem_size >= train_size:
         text += (" (WARNING: the buffer holds the whole training set, so these methods replay every past sample: "
                  "joint training in disguise; no verdict is drawn from their rows)")

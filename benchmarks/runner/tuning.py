@@ -52,7 +52,7 @@ def tune_config(run: RunConfig, options: Options, train, top, cfg: TrainConfig, 
               flush=True)
     trial_cfg = replace(cfg, decay_at=grid.decay_at,
                         bn_batches=first_experience_batches(bm, cfg.batch_size) if options.bn_data != "none" else None)
-    key = progress_key(run, options, cfg.seed)
+    key = progress_key(run, options, cfg.seed, cfg.mem_size)
 
     def run_trial(trial: Tuple[str, float, int]) -> Dict[str, float]:
         unit, lr, epochs = trial

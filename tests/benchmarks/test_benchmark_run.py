@@ -266,17 +266,18 @@ def test_the_csv_logs_hold_the_runs_own_numbers_and_no_made_up_zero(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_replay_buffer_larger_than_the_training_set_is_warned_about_and_recorded(tmp_path, capsys):
-    """Issue 59, item 2: 60 training images and ER's 300-sample buffer: the header warns, every
-    ER row records the buffer as 5 times the training set, and the table says so."""
+def test_the_replay_buffer_is_sized_to_small_data_and_recorded(tmp_path, capsys):
+    """Issue 59, item 2: 60 training images kept ER's 300-sample buffer (5 times the training
+    set: joint training in disguise). Now 20 samples a class, at most a fifth of the training
+    set: 12 here; the header says so, every ER row records it, and the table shows it."""
     rows = run.main(TINY + ["--scenario", "class", "--methods", "tmc,er", "--out", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "replay buffer (ER) 300 samples, 500% of the 60 training samples (WARNING: the buffer holds the whole " \
-           "training set" in out
-    assert {r["replay_fraction"] for r in rows if r["method"] == "er"} == {5.0}
+    assert "replay buffer (ER) 12 samples, 20% of the 60 training samples (sized to the data" in out
+    assert "WARNING: the buffer" not in out
+    assert {(r["replay_fraction"], r["replay_buffer"]) for r in rows if r["method"] == "er"} == {(0.2, 12)}
     assert {r.get("replay_fraction", "") for r in rows if r["method"] == "tmc"} == {""}
-    assert "300 samples (500% of the training set: all of it, joint training in disguise)" in \
-        (tmp_path / "results.md").read_text(encoding="utf-8")
+    table = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "| O(1) + buffer 12 | 12 samples (20% of the training set) |" in table
 
 
 @pytest.mark.integration

@@ -60,3 +60,21 @@ def test_a_row_whose_training_loss_rose_is_marked_not_averaged_in_silently():
     assert ("- † TME, C-d (2 tasks, r): the training loss ended above twice its start or went non-finite in seed 0 "
             "(experience 2 3): "
             "most likely diverged at the learning rate set; its mean includes those seeds") in table
+
+
+def test_the_buffer_is_300_while_it_is_a_fifth_of_the_data_at_most_else_20_a_class():
+    from benchmarks.runner.config import replay_buffer_size
+
+    assert replay_buffer_size(1800, 30) == 300  # the main job's class-IL run: 17%, kept
+    assert replay_buffer_size(1500, 10) == 300  # exactly a fifth
+    assert replay_buffer_size(300, 10) == 60  # the folder: 20 a class would be 200, a fifth is 60
+    assert replay_buffer_size(1400, 10) == 200  # 20 a class, under a fifth
+    assert replay_buffer_size(3, 10) == 1
+    assert replay_buffer_size(1000, 10, default=100) == 100
+
+
+def test_the_table_shows_the_buffer_the_rows_record():
+    rows = [dict(r, replay_buffer=60 if r["method"] in ("er", "der") else "") for r in _rows(FINALS, 0.2)]
+    table = markdown_table(rows)
+    assert "| O(1) + buffer 60 | 60 samples (20% of the training set) |" in table
+    assert "| 60 samples + logits (20% of the training set) |" in table

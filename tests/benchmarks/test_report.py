@@ -43,7 +43,8 @@ def make_row(run, method, model, after_task, eval_exp, accuracy) -> Dict[str, ob
                 train_seconds=1.5 * after_task, eval_seconds=0.25, regime=regime, trained_params=1000,
                 lr=0.001 if method in ("tmc", "tme") else 0.01, epochs=5, tuned="yes" if regime else "no",
                 setting="", seed=0, trained_in="", data_seed=0, arithmetic="avx2", replay_fraction="", loss_rose="",
-                final_average_accuracy="", average_incremental_accuracy="", forgetting="", backward_transfer="")
+                final_average_accuracy="", average_incremental_accuracy="", forgetting="", backward_transfer="",
+                replay_buffer="")
 
 
 def synthetic_rows() -> List[Dict[str, object]]:
@@ -343,7 +344,7 @@ def test_a_results_file_cut_mid_line_is_refused_with_one_line_and_exit_2(tmp_pat
 @pytest.mark.parametrize("edit, message", [
     (lambda text: text[:-1], "cut"),  # the last row without its line end: cut inside its last field
     (lambda text: text.replace("\r\n", ",extra\r\n", 2).replace("kind,extra", "kind", 1),
-     "line 2: 29 fields"),
+     "line 2: 30 fields"),
     (lambda text: text.replace("0.46", "0.4x6"), "line 3: accuracy"),
     (lambda text: text.replace(",tasks,", ",taskz,", 1), "unknown column"),
     (lambda text: text.replace(",method,", ",", 1), "lacks the column"),
