@@ -160,7 +160,7 @@ def test_listing_says_what_each_dataset_is_and_needs(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[:3] == ["fake_missing: a missing one; needs pip install x",
                          "    unavailable (fake not found: get it from there)", "fake_tiny: two images; needs nothing"]
-    assert lines[3].startswith("    train 2, test 2, classes 2, item (3, 4, 4), ")
+    assert lines[3].startswith("    train 2, test 2, classes 2, item (3, 4, 4) (resized to --image-size 4")
 
 
 def test_the_four_tensor_loaders_come_from_one_factory():
