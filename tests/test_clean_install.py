@@ -138,9 +138,13 @@ print("ok", len(installed))
 def test_quick_start(clean_env, tmp_path):
     python, env = clean_env
     work = _in_empty_dir(tmp_path, "quick_start")
-    (work / "quick_start.py").write_text(readme_python("strategy.forget(2)"), encoding="utf-8")
+    (work / "quick_start.py").write_text(readme_python("after forget(2)"), encoding="utf-8")
     out = _run([str(python), "quick_start.py"], cwd=work, env=env).stdout
     assert "[0, 1, 2, 3, 4]" in out and "after forget(2)" in out
+    # the short one before it, from the library's digits factories: its last line, the accuracy after forget(2)
+    (work / "in_short.py").write_text(readme_python("from avalanche_tmc.factories import digits"), encoding="utf-8")
+    last = _run([str(python), "in_short.py"], cwd=work, env=env).stdout.strip().splitlines()[-1]
+    assert 0.0 < float(last) <= 1.0
 
 
 def test_command_line_walk_through_and_component_files(clean_env, tmp_path):
