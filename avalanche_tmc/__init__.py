@@ -50,6 +50,12 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     from .distributed import ParallelReport, train_parallel
     from .distributed_setup import ParallelSetupError, ParallelTrainingError, init_parallel, shutdown_parallel
     from .factories.benchmarks import DatasetNotFoundError
+    from .factories.frozen_features import (
+        FeaturesTooLargeError,
+        RandomTransformsError,
+        feature_bytes,
+        frozen_trunk_benchmark,
+    )
     from .factories.models import WeightsNotFoundError
     from .files import (
         Component,
@@ -68,6 +74,7 @@ if TYPE_CHECKING:  # what the names are; at run time __getattr__ imports them on
     )
     from .files.checkpoint import CheckpointError, maybe_load_checkpoint, save_checkpoint
     from .files.learned import load_learned, save_learned
+    from .models.frozen_trunk import ChainSegment, NotAChainError, split_network, trunk_features
     from .models.training_free import LayerFeatures, TrainingFreeClassifier, penultimate
     from .tangent import Delta, TangentModel, TracingError, find_head, replace_head
     from .training.adaptation import Adaptation, adapt_features, fine_tune, select_adaptation
@@ -130,6 +137,14 @@ def __dir__():
 __version__ = "0.1.0"
 
 __all__ = [
+    "split_network",
+    "frozen_trunk_benchmark",
+    "feature_bytes",
+    "trunk_features",
+    "ChainSegment",
+    "NotAChainError",
+    "RandomTransformsError",
+    "FeaturesTooLargeError",
     "pin_cpu_arithmetic",
     "cpu_arithmetic",
     "CpuArithmetic",

@@ -27,13 +27,14 @@ import platform
 import re
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import torch
 
-__all__ = ["PINNED_ISA", "PIN_VARIABLES", "CpuArithmetic", "ArithmeticNotPinnedError", "cpu_arithmetic",
-           "pin_cpu_arithmetic"]
+__all__ = ["fixed_threads", "PINNED_ISA", "PIN_VARIABLES", "CpuArithmetic", "ArithmeticNotPinnedError",
+           "cpu_arithmetic", "pin_cpu_arithmetic"]
 
 PINNED_ISA = "avx2"
 """The instruction set every pinned row is computed with: the widest every x86-64 CPU of the
@@ -228,3 +229,21 @@ def pin_cpu_arithmetic(strict: bool = True) -> CpuArithmetic:
             f"oneDNN {measured.onednn} (an operation ran before pin_cpu_arithmetic()). Call it before the first "
             f"tensor operation of the process, or start the process with: export {exports}")
     return measured
+
+
+@contextmanager
+def fixed_threads(threads: int = 1) -> Iterator[None]:
+    """Run the block with ``threads`` intra-op threads, then restore the process's count.
+    PyTorch's CPU kernels split their work by the number of threads, and a reduction split
+    another way rounds another way: what a result depends on (a frozen trunk's features, a
+    training) is computed on a fixed count, so that it does not depend on the process."""
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}.")
+    before = torch.get_num_threads()
+    if before != threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

@@ -20,7 +20,9 @@ data (an Avalanche benchmark)          model (a network with a new seeded head)
 The classic benchmarks read local files (``dataset_root``) and take ``return_task_id=True``
 for their task-incremental version; nothing is downloaded at run time: a missing data set
 raises :class:`DatasetNotFoundError`, missing weights :class:`WeightsNotFoundError`, each
-saying where it looked and what to do.
+saying where it looked and what to do. :func:`frozen_trunk_benchmark` turns any of them into
+the benchmark of a frozen trunk's features (:func:`avalanche_tmc.split_network`), so that
+the trunk runs once per image instead of at every epoch.
 """
 
 from .benchmarks import (
@@ -32,6 +34,7 @@ from .benchmarks import (
     split_fmnist,
     split_mnist,
 )
+from .frozen_features import FeaturesTooLargeError, RandomTransformsError, feature_bytes, frozen_trunk_benchmark
 from .image_folder import FolderSplit, image_folder, read_image_folder
 from .lite0 import LITE0_MEAN_STD, efficientnet_lite0
 from .models import (
@@ -52,4 +55,5 @@ __all__ = [
     "split_mnist", "efficientnet_lite0", "LITE0_MEAN_STD", "split_fmnist", "split_cifar10", "split_cifar100",
     "digits_cnn", "small_cnn", "torchvision_model", "timm_model", "load_weights", "read_state_dict",
     "hub_checkpoint_dir", "check_hub_hash", "timm_cached_file", "DatasetNotFoundError", "WeightsNotFoundError",
+    "frozen_trunk_benchmark", "feature_bytes", "RandomTransformsError", "FeaturesTooLargeError",
 ]

@@ -10,10 +10,8 @@ or after another method (docs/results.md, "Reproducibility: what repeats and wha
 """
 
 import os
-from contextlib import contextmanager
-from typing import Iterator
 
-import torch
+from avalanche_tmc.arithmetic import fixed_threads  # the library's: the runner's rule is its rule
 
 __all__ = ["ARITHMETIC_THREADS", "available_cores", "fixed_threads"]
 
@@ -28,18 +26,3 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-@contextmanager
-def fixed_threads(threads: int = ARITHMETIC_THREADS) -> Iterator[None]:
-    """Run the block with ``threads`` intra-op threads, then restore the process's count."""
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}.")
-    before = torch.get_num_threads()
-    if before != threads:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
