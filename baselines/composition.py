@@ -38,6 +38,7 @@ from torch.optim import Optimizer
 
 from avalanche_tmc.composition.ensemble import log_softmax_ensemble, logit_ensemble
 from avalanche_tmc.training.plugins.composition import CompositionPlugin
+from avalanche_tmc.training.strategies.keywords import ThreePositionalArguments
 
 __all__ = [
     "COMBINE_MODES", "StateDict", "average_state_dicts", "IndependentFineTunePlugin", "IndependentFineTuneStrategy",
@@ -170,7 +171,7 @@ class IndependentFineTunePlugin(CompositionPlugin):
         return logit_ensemble(logits) if self.combine == "ens-l" else log_softmax_ensemble(logits)
 
 
-class IndependentFineTuneStrategy(SupervisedTemplate):
+class IndependentFineTuneStrategy(ThreePositionalArguments, SupervisedTemplate):
     """Independent full fine-tuning per experience from the pre-trained weights,
     evaluated as a weight average ("soup") or an ensemble ("ens-l", "ens-sm")."""
 

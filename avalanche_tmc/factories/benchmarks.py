@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ._checks import whole_number
+
 if TYPE_CHECKING:  # for the annotations only: Avalanche and torch load when a factory is called
     from avalanche.benchmarks import NCScenario
     from avalanche.benchmarks.scenarios import CLScenario
@@ -264,11 +266,12 @@ def digits(*, n_experiences: int = 5, return_task_id: bool = False, seed: int = 
     import torch
     from avalanche.benchmarks.scenarios import benchmark_from_datasets, task_incremental_benchmark
 
-    n_experiences = int(n_experiences)
+    n_experiences = whole_number(n_experiences, "n_experiences")
+    seed = whole_number(seed, "seed", minimum=0)
     if not 1 <= n_experiences <= 10:
         raise ValueError(f"digits has 10 classes: n_experiences must be 1 to 10, got {n_experiences}.")
     parts = digits_splits(split_seed)
-    order = torch.randperm(10, generator=torch.Generator().manual_seed(int(seed))).tolist()  # nc_benchmark's order
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(seed)).tolist()  # nc_benchmark's order
     base, extra = divmod(10, n_experiences)
     bounds = [0]
     for i in range(n_experiences):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._checks import whole_number
 from .benchmarks import DatasetNotFoundError
 
 if TYPE_CHECKING:  # for the annotations only: Avalanche loads when the factory is called
@@ -170,6 +171,7 @@ def read_image_folder(
     without a training or test image :class:`TooFewImagesError`, both saying what to do.
     """
     _check_split_options(train_fraction, train_per_class)
+    seed = whole_number(seed, "seed", minimum=0)  # (numpy's own error named neither the option nor the fix)
     root = Path(root).expanduser()
     if not root.is_dir():
         raise _not_found(root, "no such folder" if not root.exists() else "not a folder")
@@ -271,14 +273,16 @@ def image_folder(
     from avalanche.benchmarks.scenarios import class_incremental_benchmark, task_incremental_benchmark
     from avalanche.benchmarks.utils import as_classification_dataset
 
+    n_experiences = whole_number(n_experiences, "n_experiences", minimum=1)
+    seed, split_seed = whole_number(seed, "seed", minimum=0), whole_number(split_seed, "split_seed", minimum=0)
+    image_size = whole_number(image_size, "image_size", minimum=1)
     split = read_image_folder(root, train_fraction=train_fraction, train_per_class=train_per_class, seed=split_seed)
-    n_experiences = int(n_experiences)
     if not 1 <= n_experiences <= len(split.classes):
         raise ValueError(f"{root} has {len(split.classes)} classes: n_experiences must be 1 to {len(split.classes)}, "
                          f"got {n_experiences}")
-    train_tf, test_tf = _imagenet_transforms(int(image_size), augment)
+    train_tf, test_tf = _imagenet_transforms(image_size, augment)
     datasets = {"train": as_classification_dataset(_ImageFiles(split.train, split.classes, train_tf)),
                 "test": as_classification_dataset(_ImageFiles(split.test, split.classes, test_tf))}
-    order = np.random.default_rng(int(seed)).permutation(len(split.classes)).tolist()
+    order = np.random.default_rng(seed).permutation(len(split.classes)).tolist()
     bm = class_incremental_benchmark(datasets, class_order=order, num_experiences=n_experiences)
     return task_incremental_benchmark(bm) if return_task_id else bm

@@ -109,6 +109,9 @@ def _tangent(strategy: str, linearize: str) -> Builder:
 
         if new_head and num_classes is None:
             raise ValueError("new_head=True replaces the head by one of num_classes outputs: give num_classes.")
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)):
+            raise TypeError(f"num_classes={num_classes!r} ({type(num_classes).__name__}): give the number of classes "
+                            f"as an int, e.g. num_classes=10.")
         if num_classes is not None and not new_head:
             _check_head_size(network, head, num_classes)
         model = TangentModel(network, num_classes if new_head else None, head=head, linearize=linearize,

@@ -26,6 +26,7 @@ from ..plugins.divergence import DivergenceGuardPlugin
 from ..plugins.tangent import TangentPlugin
 from ..protocols import ComposableLearner, component_store
 from ..rollback import AllOrNothingTraining, check_train_epochs
+from .keywords import ThreePositionalArguments
 
 __all__ = ["DEFAULT_LR", "TMCStrategy", "TMEStrategy", "TMCSeqStrategy"]
 
@@ -41,7 +42,8 @@ split (docs/usage.md, "Choosing the learning rate"); a training loss that ends f
 where it started gives a :class:`~avalanche_tmc.training.plugins.divergence.LossIncreaseWarning`."""
 
 
-class _TangentStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
+class _TangentStrategy(ThreePositionalArguments, ComposableLearner, AllOrNothingTraining, UnshardedLoaders,
+                       SupervisedTemplate):
     """Shared constructor of the tangent strategies; subclasses fix ``mode``.
 
     ``train()`` is all or nothing: an experience id that is already composed is refused

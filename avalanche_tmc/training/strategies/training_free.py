@@ -33,6 +33,7 @@ from ..loaders import UnshardedLoaders
 from ..plugins.task_mask import TaskMaskPlugin, experience_task_classes
 from ..protocols import ComposableLearner, component_store
 from ..rollback import AllOrNothingTraining
+from .keywords import ThreePositionalArguments
 
 __all__ = ["refuse_optimizer_arguments", "TrainingFreeStrategy"]
 
@@ -55,7 +56,8 @@ def refuse_optimizer_arguments(strategy: str, train_epochs: Any, optimizer: Any,
                              f"{type(plugin).__name__} has no learning rate to schedule: remove it from plugins.")
 
 
-class TrainingFreeStrategy(ComposableLearner, AllOrNothingTraining, UnshardedLoaders, SupervisedTemplate):
+class TrainingFreeStrategy(ThreePositionalArguments, ComposableLearner, AllOrNothingTraining, UnshardedLoaders,
+                           SupervisedTemplate):
     """A training-free continual learner: statistics per experience, summed, head in closed form.
 
     Keyword-only like Avalanche's ``Naive``; ``train_epochs`` is always 1 (one pass gives
