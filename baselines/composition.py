@@ -180,8 +180,8 @@ class IndependentFineTuneStrategy(ThreePositionalArguments, SupervisedTemplate):
         *,
         model: nn.Module,
         optimizer: Optional[Optimizer] = None,
-        lr: float = 0.01,
         criterion: Optional[Callable] = None,
+        lr: float = 0.01,
         combine: str = "soup",
         task_incremental: Optional[bool] = None,
         train_mb_size: int = 32,
@@ -198,14 +198,17 @@ class IndependentFineTuneStrategy(ThreePositionalArguments, SupervisedTemplate):
             all classes). Its current weights are the starting point of every experience.
         :param optimizer: defaults to ``SGD(model.parameters(), lr=lr, momentum=0.9)``.
             Its state is reset at every experience.
-        :param lr: learning rate of the default optimizer.
         :param criterion: defaults to ``CrossEntropyLoss()``.
+        :param lr: learning rate of the default optimizer.
         :param combine: ``"soup"``, ``"ens-l"`` or ``"ens-sm"``; switchable later
             through ``strategy.combine``.
         :param task_incremental: mask predictions to the task's classes; ``None`` = auto.
         :param train_mb_size, train_epochs, eval_mb_size, device, plugins, evaluator,
             eval_every, base_kwargs: as in Avalanche's ``Naive``.
         """
+        from avalanche_tmc.training.devices import check_device
+
+        check_device(device)  # before Avalanche moves anything there
         if optimizer is None:
             optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
         if criterion is None:

@@ -16,15 +16,17 @@ __all__ = ["device_problem", "check_device"]
 
 def device_problem(device: Union[str, torch.device]) -> Optional[str]:
     """Why ``device`` cannot be used here (one sentence), or None when it can: an unknown
-    device string, a backend this torch lacks or that has no device (``cuda`` on a CPU
-    build or a machine without a GPU, ``mps`` off Apple silicon), or an index beyond the
-    devices present."""
+    device string, ``meta`` (no values to train on), a backend this torch lacks or that has
+    no device (``cuda`` on a CPU build or a machine without a GPU, ``mps`` off Apple
+    silicon), or an index beyond the devices present."""
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         return f"{device!r} is not a torch device ({error}); use cpu, cuda, cuda:N, mps or xpu."
-    if device.type in ("cpu", "meta"):
+    if device.type == "cpu":
         return None
+    if device.type == "meta":  # shapes without values: building works, training fails deep inside Avalanche
+        return "a meta device holds shapes, no values: nothing can train or be evaluated on it; use cpu or cuda."
     backend = getattr(torch, device.type, None)
     if backend is None or not hasattr(backend, "is_available"):
         return "not a device type this check knows (cpu, cuda, mps, xpu)."

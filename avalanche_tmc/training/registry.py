@@ -80,8 +80,15 @@ def strategy_spec(name: str) -> StrategySpec:
 
 def create_strategy(name: str, network: "nn.Module", **options: Any) -> "SupervisedTemplate":
     """A fresh strategy ``name`` on ``network`` (trained or wrapped in place: pass a copy to
-    reuse it); ``options`` are the builder's (see :func:`list_strategies` for the names)."""
-    return strategy_spec(name).build(network, **options)
+    reuse it); ``options`` are the builder's (see :func:`list_strategies` for the names). A
+    ``device`` this machine lacks is refused before anything is built, for every strategy
+    (Avalanche's own failed deep inside with "Torch not compiled with CUDA enabled")."""
+    spec = strategy_spec(name)
+    if "device" in options:
+        from .devices import check_device
+
+        check_device(options["device"])
+    return spec.build(network, **options)
 
 
 def list_strategies(family: Optional[str] = None, *, component_files: Optional[bool] = None) -> Tuple[str, ...]:

@@ -40,9 +40,10 @@ def read_text(path: PathLike) -> str:
     :class:`ReportFileError` for a FIFO, a device or a folder (refused without blocking) and
     for text that is not UTF-8 (the line of its first bad byte named). ``OSError``: unreadable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a folder naming only the descriptor
+        os.close(fd)
+        raise ReportFileError(f"{path}: not a regular file (a FIFO, a device or a folder): give the file itself.")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ReportFileError(f"{path}: not a regular file (a FIFO, a device or a folder): give the file itself.")
         data = f.read()
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]

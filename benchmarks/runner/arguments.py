@@ -53,8 +53,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def build_parser() -> argparse.ArgumentParser:
     """The runner's argument parser (standard library only: ``--help`` imports neither torch
     nor Avalanche), whose refusals are one line, as the command line's (with a "did you mean")."""
-    p = Parser(
-        prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = Parser(  # no abbreviations: "--resta" was --restart, and the Ctrl-C line's resume command restarted again
+        prog="python -m benchmarks.run", formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         description="Run the TMC comparison: every method of a preset (or of the run the flags define) over its "
                     "seeds,\nwriting results.csv, results.md (tables and verdicts) and plots under --out.",
         epilog="examples:\n  python -m benchmarks.run --preset offline                      # the main job\n"
@@ -178,7 +178,25 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
         resolved = [RunConfig.from_dict(_with_units(_override(run, overrides), units)) for run in runs]
     except ValueError as error:
         raise Refusal(str(error)) from None
+    from benchmarks.methods import groups_for  # (here: --help imports no torch)
+
+    for run in resolved:
+        try:
+            trains_nothing = all(group.family == "training-free" for group, _ in groups_for(list(run.methods)))
+        except ValueError:  # an unknown method: the preflight names the valid ones
+            trains_nothing = False
+        if run.tune is not None and trains_nothing:
+            raise Refusal(f"--tune chooses learning rates and epochs, but {', '.join(run.methods)} train nothing "
+                          "(training-free heads): drop --tune, or add a trained method.")
     pilot = set(PILOT_SEEDS.get(args.preset, ()))
+    data_seed = getattr(args, "data_seed", None) or 0
+    pilot_orders = sorted(pilot & {data_seed + (seed if run.order_by_seed else 0) for run in resolved
+                                   for seed in run.seeds})  # the pilot drew seed s's class order with data seed s
+    if pilot and pilot_orders:
+        raise Refusal(f"--preset {args.preset} is a confirmatory run: its seeds would draw the class orders or shards "
+                      f"of data seed(s) {', '.join(map(str, pilot_orders))}, the pilot's "
+                      f"({', '.join(map(str, sorted(pilot)))}), whose results sized it; keep the preset's --data-seed "
+                      "and --order-by-seed.")
     reused = sorted(pilot & {seed for run in resolved for seed in run.seeds})
     if reused:
         raise Refusal(f"--preset {args.preset} is a confirmatory run: seed(s) {', '.join(map(str, reused))} are its "

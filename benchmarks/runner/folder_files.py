@@ -43,10 +43,11 @@ def read_regular(path: str, advice: str) -> Optional[bytes]:
         return None
     except OSError as error:
         raise Refusal(f"{path}: cannot be read ({error.strerror or error}): {advice}.") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a folder naming only the descriptor
+        os.close(fd)
+        raise Refusal(f"{path}: not a regular file (a FIFO, a device or a folder), not one the runner wrote: "
+                      f"{advice}.")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise Refusal(f"{path}: not a regular file (a FIFO, a device or a folder), not one the runner wrote: "
-                          f"{advice}.")
         return f.read()
 
 

@@ -256,6 +256,9 @@ def tune(families: Sequence[str], grid: TuningGrid, run_trial: Callable[[str, fl
     unknown = [f for f in families if f not in tunable]
     if unknown:
         raise ValueError(f"Cannot tune {unknown}; tunable: {', '.join(tunable)}.")
+    if not families:
+        raise ValueError("Nothing to tune: no tuning unit given (training-free heads have none); tunable: "
+                         f"{', '.join(tunable)}.")
     values = {f: (list(grid.learning_rates(f)), list(grid.epochs)) for f in families}
     done: Dict[Tuple[str, float, int], Dict[str, float]] = {}
     for round_ in range(grid.extend + 1):

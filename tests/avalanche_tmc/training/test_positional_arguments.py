@@ -63,3 +63,26 @@ def test_counts_and_seeds_of_the_factories_are_whole_numbers(tmp_path):
 def test_num_classes_of_another_type_says_so():
     with pytest.raises(TypeError, match=r"num_classes='10' \(str\): give the number of classes as an int"):
         create_strategy("tmc", nn.Sequential(nn.Flatten(), nn.Linear(4, 10)), num_classes="10")
+
+
+def test_the_three_positional_arguments_are_model_optimizer_criterion_in_every_strategy():
+    """Soup's constructor had lr third: Avalanche's positional call (model, optimizer,
+    criterion) put the criterion in lr."""
+    import baselines  # noqa: F401
+    from baselines.composition import IndependentFineTuneStrategy
+
+    net = _net()
+    criterion = nn.CrossEntropyLoss()
+    soup = IndependentFineTuneStrategy(net, torch.optim.SGD(net.parameters(), lr=0.1), criterion)
+    assert soup._criterion is criterion
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("name", ["soup", "naive", "er", "tmc"])
+def test_a_device_this_machine_lacks_is_refused_when_built(name):
+    import baselines  # noqa: F401
+
+    with pytest.raises(ValueError, match="device cuda: no cuda device on this machine"):
+        create_strategy(name, _net(), device="cuda")
+    with pytest.raises(ValueError, match="device meta: a meta device holds shapes, no values"):
+        create_strategy(name, _net(), device="meta")
