@@ -294,7 +294,7 @@ def run_one(run: RunConfig, options: Options, out_dir: str) -> Tuple[List[Dict[s
     kept: Dict[int, List[Dict[str, Any]]] = {}  # method groups finished by an earlier run
     for i, (seed, group, rows, piece_run) in enumerate(tasks):
         progress = progress_path(progress_dir, progress_key(piece_run, options, seed, cfg.mem_size), group)
-        found = None if options.restart else load_progress(progress)
+        found = None if options.restart else load_progress(progress, seed=seed, methods=rows)
         if found is not None:
             kept[i], name = found, piece_label(seed, rows, piece_run is task_run)
             print(f"  {name:25s} finished by an earlier run: kept from {progress} (--restart to retrain)", flush=True)

@@ -29,6 +29,7 @@ from benchmarks.protocol.task_il import EvalOutputs, Outputs, masked_accuracies,
 from benchmarks.runner.epoch_log import EpochProgressPlugin
 from benchmarks.runner.folder_files import check_rows, read_json
 from benchmarks.runner.gloo_training import make_trainer
+from benchmarks.runner.refusals import Refusal
 
 __all__ = ["make_evaluator", "head_parameter_counts", "experience_seed", "run_group", "final_accuracies",
            "progress_path", "load_progress", "save_progress"]
@@ -214,15 +215,43 @@ def progress_path(progress_dir: str, settings: Dict[str, Any], group: MethodGrou
     return os.path.join(progress_dir, f"{group.name}-{key}.json")
 
 
-def load_progress(path: str) -> Optional[List[Dict[str, Any]]]:
-    """The rows of a finished group's progress file, or None when there is none; a file
-    that is not one the runner wrote (another shape, a NaN accuracy, a FIFO) is a
-    :class:`~benchmarks.runner.refusals.Refusal` naming it."""
+ROW_KEYS = ("dataset", "scenario", "tasks", "method", "model", "after_task", "eval_exp", "accuracy", "seed")
+"""What every row of a finished group's progress file holds (the runner writes more)."""
+
+
+def load_progress(path: str, *, seed: Optional[int] = None,
+                  methods: Optional[Sequence[str]] = None) -> Optional[List[Dict[str, Any]]]:
+    """The rows of a finished group's progress file, or None when there is none. Refused
+    (:class:`~benchmarks.runner.refusals.Refusal` naming it) where it is not the one the
+    runner wrote for this group: not ``{"rows": [...]}`` (a bare list, a FIFO), no row, a
+    row that is not a result (a NaN accuracy) and, with ``seed`` and ``methods`` (a run's
+    group, not a tuning trial), a row missing one of :data:`ROW_KEYS`, of another seed (a
+    file copied under another seed's name) or method, or no final row (after the last
+    experience, on the whole stream: a file cut short)."""
     advice = "remove it to train that group again, or run with --restart"
     progress = read_json(path, advice)
     if progress is None:
         return None
-    return check_rows(path, progress.get("rows") if isinstance(progress, dict) else progress, advice)
+    if not isinstance(progress, dict) or "rows" not in progress:
+        raise Refusal(f"{path}: not a progress file the runner wrote ({{\"rows\": [...]}}): {advice}.")
+    rows = check_rows(path, progress["rows"], advice)
+    if not rows:
+        raise Refusal(f"{path}: holds no row, so no finished group (emptied or cut short): {advice}.")
+    if seed is None or methods is None:
+        return rows
+    for i, row in enumerate(rows):
+        missing = [k for k in ROW_KEYS if k not in row]
+        why = (f"lacks {missing}" if missing else f"is of seed {row['seed']!r}, not {seed}" if row["seed"] != seed
+               else f"is of method {row['method']!r}, not one of {list(methods)}" if row["method"] not in methods
+               else None)
+        if why:
+            raise Refusal(f"{path}: row {i + 1} {why} (edited, copied from another group or seed, or not the "
+                          f"runner's): {advice}.")
+    last = max(int(r["after_task"]) for r in rows)
+    if last != max(int(r["tasks"]) for r in rows) or not any(r["eval_exp"] == "all" and r["after_task"] == last
+                                                              for r in rows):
+        raise Refusal(f"{path}: has no row after the last experience on the whole stream (cut short): {advice}.")
+    return rows
 
 
 def save_progress(path: str, rows: List[Dict[str, Any]]) -> None:

@@ -70,3 +70,62 @@ def test_class_9_a_folder_where_a_file_belongs_is_named_not_its_descriptor(tmp_p
     err = capsys.readouterr().err
     assert f"{folder}: not a regular file" in err and "Is a directory" not in err
     assert not os.listdir(folder)
+
+
+TINY = ["--dataset", "digits", "--data-option", "train_per_class=6", "--data-option", "test_per_class=3",
+        "--tasks", "2", "--epochs", "1", "--batch-size", "8", "--jobs", "1", "--methods", "tmc"]
+
+
+@pytest.mark.integration
+def test_class_5_progress_files_are_checked_against_the_group_they_claim(tmp_path, capsys, monkeypatch):
+    """An emptied progress file counted as a finished group (120 rows of 144, exit 0), a bare
+    ``[]`` too, seed 0's file copied under seed 1's name was kept as seed 1's, a row missing
+    its keys crashed after training the rest, a folder there said "4: Is a directory"."""
+    import json
+
+    from benchmarks.methods import group_named
+    from benchmarks.runner.config import progress_key, replay_buffer_size
+    from benchmarks.runner.groups import progress_path
+
+    out = tmp_path / "out"
+    argv = TINY + ["--seeds", "2", "--out", str(out)]
+    trained = run.run_group
+
+    def stop_at_seed_1(group, rows, bm, top, cfg, *args, **kwargs):
+        if cfg.seed == 1:
+            raise KeyboardInterrupt
+        return trained(group, rows, bm, top, cfg, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(run, "run_group", stop_at_seed_1)
+        with pytest.raises(KeyboardInterrupt):
+            run.main(argv)
+    (kept,) = (out / "progress").glob("tangent-*.json")
+    rows = json.loads(kept.read_text())["rows"]
+    assert {r["seed"] for r in rows} == {0}
+    (config,), options = run.resolve(run.parse_args(argv))
+    seed_1 = progress_path(str(out / "progress"), progress_key(config, options, 1, replay_buffer_size(60, 10)),
+                           group_named("tangent"))
+
+    def refused_with(text, message):
+        with open(seed_1, "w", encoding="utf-8") as f:
+            f.write(text)
+        code = command_line(run.main, "python -m benchmarks.run", argv)
+        err = capsys.readouterr().err
+        assert code == EXIT_REFUSED and seed_1 in err and message in err, err
+        assert kept.is_file()  # nothing stored is lost
+
+    refused_with('{"rows": []}', "holds no row, so no finished group")
+    refused_with("[]", 'not a progress file the runner wrote ({"rows": [...]})')
+    refused_with(kept.read_text(), "is of seed 0, not 1")
+    refused_with(json.dumps({"rows": [{k: v for k, v in r.items() if k != "dataset"} for r in rows]}),
+                 "lacks ['dataset']")
+    refused_with(json.dumps({"rows": [dict(r, seed=1) for r in rows if r["after_task"] < 2]}),
+                 "no row after the last experience on the whole stream")
+    os.remove(seed_1)
+    os.mkdir(seed_1)
+    code = command_line(run.main, "python -m benchmarks.run", argv)
+    assert code == EXIT_REFUSED and f"{seed_1}: not a regular file" in capsys.readouterr().err
+    os.rmdir(seed_1)
+    assert run.main(argv)  # seed 0's file as the runner wrote it: kept; seed 1 trained
+    assert "finished by an earlier run: kept" in capsys.readouterr().out
