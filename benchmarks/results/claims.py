@@ -229,7 +229,8 @@ def judged_cells(rows: Sequence[Row], rule: str = DEFAULT_RULE
                 claim=claim.text, run=run, difference=100 * d.mean, low=100 * d.low, high=100 * d.high, seeds=d.n,
                 rival=against, raw_verdict=result, paired=d, repeats=repeated.text if repeated else None,
                 withheld=f"{_label(replaying[0])}'s replay buffer holds the whole training set" if replaying else None,
-                verdict=NO_VERDICT if reason or replaying else result if d.n < MIN_SEEDS else None)
+                # below the seed rule a cell is not resolved, wherever its verdict is shown or counted
+                verdict=NO_VERDICT if reason or replaying else NOT_RESOLVED if d.n < MIN_SEEDS else None)
     family = [key for key, c in cells.items() if c["verdict"] is None and c["repeats"] is None]
     steps = holm([p_value(cells[key]["paired"]) for key in family])  # type: ignore[arg-type]
     moves = row_moves(rows, rule) if family else None

@@ -30,6 +30,7 @@ from benchmarks.results.files import (
     Row,
     read_csv,
     read_written_csv,
+    run_key,
     run_label,
 )
 from benchmarks.results.machine_moves import MARGIN_RULES, MachineMoves
@@ -37,8 +38,8 @@ from benchmarks.results.outputs import write_from_inputs
 from benchmarks.results.reading import POINTS, TEXT, Cell
 from benchmarks.results.seed_count import DIFFERENCE, EQUIVALENCE, NEVER, seed_count_rows
 
-__all__ = ["COLUMNS", "DECIDED", "HOLM", "holm_bound", "confirmation_rows", "read_confirmation", "confirmation_table",
-           "main"]
+__all__ = ["COLUMNS", "DECIDED", "HOLM", "holm_bound", "check_confirms", "confirmation_rows", "read_confirmation",
+           "confirmation_table", "main"]
 
 COLUMNS = CONFIRMATION_COLUMNS
 DECIDED = (HOLDS, FAILS, EQUIVALENT)
@@ -53,6 +54,7 @@ def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
     it), and for a cell it leaves undecided, the seed count (up to ``cap``) at which its own
     difference and spread would be decided (``moves``: by default the committed machine
     comparisons of the margin ``rule``, the same for both runs)."""
+    check_confirms(pilot, confirm)
     cells, family, reason = judged_cells(confirm, rule)
     if reason:
         raise ValueError(f"The confirmatory run gives no verdicts ({reason}).")
@@ -75,6 +77,23 @@ def confirmation_rows(pilot: Sequence[Row], confirm: Sequence[Row], cap: int,
             family=family, cap=cap, seeds_needed=count["seeds_needed"] if count else "",
             decides=count["decides"] if count else ""))
     return out
+
+
+def check_confirms(pilot: Sequence[Row], confirm: Sequence[Row]) -> None:
+    """Refuse (``ValueError``) a pair of results that cannot be a pilot and its confirmatory
+    run: the same rows twice (one file "confirmed" against itself), seeds in both (the
+    confirmation must use seeds the pilot did not), or no run in common (every cell "not run")."""
+    if list(pilot) == list(confirm):
+        raise ValueError("The pilot's and the confirmatory run's files hold the same rows: a run cannot confirm "
+                         "itself; give the confirmatory run's own results.csv, made with other seeds.")
+    both = sorted({r["seed"] for r in pilot} & {r["seed"] for r in confirm} - {""}, key=str)
+    if both:
+        raise ValueError(f"Seed(s) {', '.join(map(str, both))} are in both files: a confirmatory run uses seeds the "
+                         "pilot did not (docs/preregistration.md); give the two runs' own results.")
+    common = {run_key(r) for r in pilot} & {run_key(r) for r in confirm}
+    if not common:
+        raise ValueError("The two files have no run in common (dataset, scenario, tasks, regime): nothing to confirm; "
+                         "give the pilot of the confirmatory run.")
 
 
 HOLM = Cell(float, -100.0, 100.0, empty=True)  # a Holm bound in points; empty for a cell judged without Holm

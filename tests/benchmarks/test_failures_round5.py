@@ -129,3 +129,50 @@ def test_class_5_progress_files_are_checked_against_the_group_they_claim(tmp_pat
     os.rmdir(seed_1)
     assert run.main(argv)  # seed 0's file as the runner wrote it: kept; seed 1 trained
     assert "finished by an earlier run: kept" in capsys.readouterr().out
+
+
+CONFIRM = "docs/results/offline-confirm/results.csv"
+PILOT = "docs/results/offline/results.csv"
+
+
+def test_class_1_the_confirmation_tool_checks_what_it_compares(tmp_path, capsys):
+    """A file "confirmed" against itself exited 0; a confirmatory file holding the pilot's seeds
+    was accepted; two files with no run in common gave 43 "not run" cells."""
+    from benchmarks.results import confirmation
+    from benchmarks.results.files import read_csv, write_csv
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    pilot, confirm = read_csv(os.path.join(root, PILOT)), read_csv(os.path.join(root, CONFIRM))
+    overlapping = tmp_path / "overlap.csv"
+    write_csv(confirm + [dict(r, seed=0) for r in confirm if r["seed"] == 100], overlapping)
+    elsewhere = tmp_path / "elsewhere.csv"
+    write_csv([dict(r, dataset="other") for r in confirm], elsewhere)
+    for second, message in ((os.path.join(root, PILOT), "hold the same rows: a run cannot confirm itself"),
+                            (str(overlapping), "Seed(s) 0 are in both files"),
+                            (str(elsewhere), "no run in common")):
+        with pytest.raises(SystemExit):
+            confirmation.main([os.path.join(root, PILOT), second, "--out", str(tmp_path / "v.csv")])
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "v.csv").exists()
+    assert len(confirmation.confirmation_rows(pilot, confirm, 200)) == 43  # the real pair: as committed
+
+
+def test_class_2_a_cell_below_the_seed_rule_is_not_resolved_wherever_it_is_shown(tmp_path):
+    """With Soup trimmed to seeds 100 and 101, the terminal printed "TME > Soup ...: holds" from
+    2 seeds and the report's count line counted it, while its table said "not resolved at 2 seeds"."""
+    from benchmarks.results.claims import NOT_RESOLVED, judged_cells, verdict_table
+    from benchmarks.results.confirmation import confirmation_rows
+    from benchmarks.results.files import read_csv, run_label
+    from benchmarks.runner.terminal import decided_claims
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    rows = [r for r in read_csv(os.path.join(root, CONFIRM)) if r["method"] != "soup" or r["seed"] in (100, 101)]
+    cells, _, _ = judged_cells(rows)
+    two = [c for c in cells.values() if c["seeds"] == 2]
+    assert two and all(c["verdict"] == NOT_RESOLVED for c in two)
+    table = verdict_table(rows, run_label)
+    assert table.count("**not resolved at 2 seeds**") == len([c for c in two if c["repeats"] is None])
+    holds = sum(1 for c in cells.values() if c["verdict"] == "holds")
+    assert f": {holds} hold," in table  # the count line counts the verdicts the table shows
+    assert "TME > Soup" not in decided_claims(rows, "results.md")
+    assert confirmation_rows(read_csv(os.path.join(root, PILOT)), rows, 200)  # no KeyError
