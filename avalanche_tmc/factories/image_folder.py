@@ -134,6 +134,37 @@ def _images(folder: Path) -> List[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
+_SPLIT_NAMES = ("train", "test", "val", "valid", "validation", "training", "testing", "eval")
+
+
+def _check_folder_names(root: Path) -> None:
+    """Refuse a folder the reader would take otherwise than meant: split folders it does not
+    use as a split (``Train/``+``Test/``, ``train/``+``val/``: read as classes), ``train/`` and
+    ``test/`` beside class folders (those would be ignored), and a class folder that is a link
+    to the folder itself, one of its parents or another class (it would hold their images)."""
+    folders = _class_folders(root)
+    splits = sorted(d.name for d in folders if d.name.lower() in _SPLIT_NAMES)
+    names = {d.name for d in folders}
+    if {"train", "test"} <= names and len(folders) > 2:
+        others = sorted(names - {"train", "test"})
+        raise _not_found(root, f"it holds train/ and test/ beside other folders ({', '.join(map(repr, others[:5]))}), "
+                               "which would be ignored: keep either train/ and test/ (of class folders each) or "
+                               "class folders only")
+    if len(splits) >= 2 and set(splits) != {"train", "test"}:
+        raise _not_found(root, f"it holds {', '.join(f'{n}/' for n in splits)}, which would be read as classes: name "
+                               "the split folders train/ and test/ (lower case; a validation folder is not read) to "
+                               "use them as the split, or give class folders only")
+    top = root.resolve()
+    for folder in folders:
+        if folder.is_symlink():
+            target = folder.resolve()
+            if target == top or top.is_relative_to(target) or target.is_relative_to(top):
+                where = ("the folder itself" if target == top else "a folder that holds it"
+                         if top.is_relative_to(target) else f"{target.relative_to(top)} inside it")
+                raise _not_found(root, f"class folder {folder.name!r} is a link to {where}, so it would hold other "
+                                       "classes' images: remove the link, or copy the class's own images there")
+
+
 def _not_found(root: Path, why: str) -> DatasetNotFoundError:
     return DatasetNotFoundError(f"image folder {root}: {why}; give the folder that holds one sub-folder per class "
                                 f"(layout below).\nLayout:\n{FOLDER_LAYOUT}")
@@ -176,6 +207,7 @@ def read_image_folder(
     if not root.is_dir():
         raise _not_found(root, "no such folder" if not root.exists() else "not a folder")
     name = root.resolve().name or str(root)
+    _check_folder_names(root)
     train_dir, test_dir = root / "train", root / "test"
     if train_dir.is_dir() and test_dir.is_dir():
         if train_fraction is not None or train_per_class is not None:
@@ -220,6 +252,38 @@ def read_image_folder(
     return FolderSplit(classes, train, test, own_split=False)
 
 
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")  # one channel wider than 8 bits
+
+
+def rgb_image(image: Any) -> Any:
+    """``image`` (an open PIL image) as 8-bit RGB, its values scaled: Pillow's
+    ``convert("RGB")`` clips a wide image instead (a 16-bit PNG read 99.6% pure white). One
+    wide channel is scaled to 0..255 by its range: 65535 for 16-bit, for 32-bit integers the
+    smallest of 255, 65535 and their maximum that holds them, 1 or the maximum for floats."""
+    from PIL import Image
+
+    if image.mode not in _WIDE_MODES:
+        return image.convert("RGB")
+    values = np.asarray(image, dtype=np.float64)
+    peak = float(values.max()) if values.size else 0.0
+    if image.mode.startswith("I;16"):
+        top = 65535.0
+    elif image.mode == "I":
+        top = 255.0 if peak <= 255 else 65535.0 if peak <= 65535 else peak
+    else:
+        top = 1.0 if peak <= 1.0 else peak
+    eight = np.clip(np.rint(values / top * 255.0), 0, 255).astype(np.uint8)
+    return Image.fromarray(eight, mode="L").convert("RGB")
+
+
+def read_rgb(path: Union[str, Path]) -> Any:
+    """The image file ``path`` as an 8-bit RGB PIL image (:func:`rgb_image`)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return rgb_image(image)
+
+
 class _ImageFiles:
     """``(transform(RGB image), label)`` of listed files, read at each access; ``targets``
     and ``classes`` as Avalanche reads them."""
@@ -234,10 +298,8 @@ class _ImageFiles:
         return len(self.samples)
 
     def __getitem__(self, index: int) -> Tuple[Any, int]:
-        from torchvision.datasets.folder import default_loader
-
         path, label = self.samples[index]
-        return self.transform(default_loader(path)), label
+        return self.transform(read_rgb(path)), label
 
 
 def _imagenet_transforms(image_size: int, augment: bool) -> Tuple[Callable, Callable]:

@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the library's class, re-exported
-from avalanche_tmc.factories.image_folder import TooFewImagesError, stratified_split  # likewise
+from avalanche_tmc.factories.image_folder import TooFewImagesError, rgb_image, stratified_split  # likewise
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
@@ -155,7 +155,7 @@ class ImageFileDataset(Dataset):
         path = self.samples[index][0]
         try:
             with Image.open(path) as img:
-                return img.convert("RGB")
+                return rgb_image(img)  # (a 16-bit image scaled, not clipped to white)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:  # PIL's decoding errors
             raise CorruptImageError(f"{path}: not a readable image ({type(error).__name__}: {error}); replace the "
                                     "file with a good copy or remove it, then run again.") from None

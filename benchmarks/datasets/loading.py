@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from avalanche_tmc.factories.image_folder import rgb_image
 from benchmarks.datasets.base import ImageFileDataset, ImageTensorDataset
 from benchmarks.datasets.cache import cache_dir, digest
 from benchmarks.networks.threads import available_cores
@@ -93,7 +94,7 @@ def dataloader_kwargs(
 
 _INDEX = "index.npy"
 _PIXELS = "pixels.u8"
-_FORMAT = "1"
+_FORMAT = "2"  # 2: wide (16-bit) images scaled to 8 bits, not clipped (issue 61)
 
 
 class DecodedImages:
@@ -153,7 +154,7 @@ class _Decode(Dataset):
         from PIL import Image
 
         with Image.open(self.paths[i]) as img:
-            rgb = img.convert("RGB")
+            rgb = rgb_image(img)  # (a 16-bit image scaled, not clipped to white)
         return np.asarray(self.resize(rgb), dtype=np.uint8)
 
 

@@ -5,15 +5,17 @@ paper's folder datasets; tables, plots and output folders name it after ``DIR``.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Callable, Optional, Tuple, Union
 
-from avalanche_tmc.factories.image_folder import FOLDER_LAYOUT, read_image_folder
+from avalanche_tmc.factories.image_folder import FOLDER_LAYOUT, IMAGE_EXTENSIONS, read_image_folder
 
 from .base import DatasetNotFoundError, ImageFileDataset, Normalization
 from .folders import file_pair
 
-__all__ = ["load_folder", "folder_label"]
+__all__ = ["load_folder", "folder_label", "folder_digest"]
 
 
 def load_folder(
@@ -41,3 +43,24 @@ def folder_label(data_root: Union[str, Path]) -> str:
     name (``~/data/birds`` -> ``birds``)."""
     path = Path(data_root).expanduser()
     return path.resolve().name or str(path)
+
+
+def folder_digest(data_root: Union[str, Path]) -> str:
+    """A digest of the image folder's content as the run reads it: every image file's path
+    (relative to ``data_root``), size and modification time. It enters the run's key, so that
+    a class added or an image replaced between a Ctrl-C and the resume (or between two runs
+    into one ``--out``) trains afresh instead of mixing rows of two folders in one table."""
+    root = Path(data_root).expanduser()
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_EXTENSIONS:
+                continue
+            path = Path(folder) / name
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            entries.append(f"{path.relative_to(root).as_posix()}\t{info.st_size}\t{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest()[:16]

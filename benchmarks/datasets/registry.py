@@ -134,6 +134,33 @@ def describe(names: Sequence[str]) -> None:
         print(f"{name} ({entry.kind}): {entry.description}; needs {entry.requires}")
 
 
+def _unreadable_images(*datasets: Any) -> List[Tuple[str, str]]:
+    """``(path, why)`` of every image file of ``datasets`` that cannot be decoded (the check
+    reads them all: one corrupt file late in a class used to pass it and stop the run later)."""
+    from PIL import Image
+
+    bad = []
+    for dataset in datasets:
+        for path, _ in getattr(dataset, "samples", ()):
+            try:
+                with Image.open(path) as image:
+                    image.load()
+            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+                bad.append((str(path), type(error).__name__))
+    return bad
+
+
+def _split_note(name: str, data_root: Optional[Union[str, Path]]) -> str:
+    """For the own-folder dataset, which split was used: the folder's own or one by seed."""
+    if name != "folder" or data_root is None:
+        return ""
+    from avalanche_tmc.factories.image_folder import read_image_folder
+
+    own = read_image_folder(data_root).own_split
+    return ("; split: the folder's own train/ and test/" if own else
+            "; split: each class by seed 0, 80% for training (--data-option seed= / train_fraction= change it)")
+
+
 def summarise(names: Sequence[str], image_size: int, data_root: Optional[Union[str, Path]] = None) -> int:
     """Load each dataset of ``names`` (folder datasets from ``data_root``) and print what it
     is and needs, then its size, class count and load time, or why it is unavailable (a
@@ -151,9 +178,17 @@ def summarise(names: Sequence[str], image_size: int, data_root: Optional[Union[s
             if entry.layout:
                 result += f"\n    expected layout under --data-root:\n{entry.layout}"
         else:
-            x, _ = train[0]
-            result = (f"train {len(train)}, test {len(test)}, classes {len(getattr(train, 'classes', []))}, "
-                      f"item {tuple(x.shape)} (resized to --image-size {image_size}; the runner's "
-                      f"--image-size sets it), {time.perf_counter() - start:.2f} s")
+            unreadable = _unreadable_images(train, test)
+            if unreadable:
+                missing += 1
+                shown = ", ".join(f"{path} ({why})" for path, why in unreadable[:5])
+                result = (f"unavailable: {len(unreadable)} image(s) cannot be read: {shown}"
+                          f"{' ...' if len(unreadable) > 5 else ''}; replace them with good copies or remove them")
+            else:
+                x, _ = train[0]
+                result = (f"train {len(train)}, test {len(test)}, classes {len(getattr(train, 'classes', []))}, "
+                          f"item {tuple(x.shape)} (resized to --image-size {image_size}; the runner's "
+                          f"--image-size sets it), every image read, {time.perf_counter() - start:.2f} s"
+                          + _split_note(name, data_root))
         print(f"{name}: {entry.description}; needs {entry.requires}\n    {result}")
     return missing

@@ -153,6 +153,10 @@ def progress_key(run: RunConfig, options: Options, seed: int, mem_size: int = DE
         key["arithmetic"] = arithmetic
     if mem_size != DEFAULT_BUFFER:  # a buffer sized to small data (replay_buffer_size): other rows
         key["mem_size"] = mem_size
+    if run.dataset == "folder" and options.data_root is not None:  # your own images: their content decides the rows
+        from benchmarks.datasets.own_folder import folder_digest
+
+        key["folder"] = folder_digest(options.data_root)
     return key
 
 

@@ -176,3 +176,83 @@ def test_class_2_a_cell_below_the_seed_rule_is_not_resolved_wherever_it_is_shown
     assert f": {holds} hold," in table  # the count line counts the verdicts the table shows
     assert "TME > Soup" not in decided_claims(rows, "results.md")
     assert confirmation_rows(read_csv(os.path.join(root, PILOT)), rows, 200)  # no KeyError
+
+
+def _folder(root, classes=3, per_class=5, seed=0):
+    from benchmarks.datasets.synthetic import make_image_folder
+
+    return make_image_folder(root, "folder", classes=classes, per_class=per_class, min_size=24, max_size=30,
+                             seed=seed)
+
+
+def test_class_3_a_folder_is_read_faithfully_or_refused(tmp_path, capsys):
+    """A corrupt image late in a class passed the dataset check; a class folder linked to the
+    root held every image; Train/+Test/, train/+val/ and train/+test/ beside class folders were
+    taken without a word; a 16-bit PNG read as 99.6% white."""
+    import numpy as np
+    from PIL import Image
+
+    from avalanche_tmc.factories import DatasetNotFoundError, read_image_folder
+    from avalanche_tmc.factories.image_folder import read_rgb
+    from benchmarks.datasets.__main__ import main as datasets_main
+
+    root = _folder(tmp_path / "birds")
+    late = sorted((root / "class01").iterdir())[-1]
+    late.write_bytes(b"not an image")
+    assert datasets_main(["folder", "--data-root", str(root)]) == 1
+    assert f"1 image(s) cannot be read: {late}" in capsys.readouterr().out
+    late.unlink()
+    assert datasets_main(["folder", "--data-root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "every image read" in out and "split: each class by seed 0, 80% for training" in out
+
+    (root / "everything").symlink_to(root, target_is_directory=True)
+    with pytest.raises(DatasetNotFoundError, match="class folder 'everything' is a link to the folder itself"):
+        read_image_folder(root)
+    (root / "everything").unlink()
+    (root / "again").symlink_to(root / "class00", target_is_directory=True)
+    with pytest.raises(DatasetNotFoundError, match="'again' is a link to class00 inside it"):
+        read_image_folder(root)
+    (root / "again").unlink()
+
+    for names, message in ((("Train", "Test"), "holds Test/, Train/, which would be read as classes"),
+                           (("train", "val"), "holds train/, val/, which would be read as classes")):
+        split = tmp_path / "-".join(names)
+        for name in names:
+            _folder(split / name, classes=2)
+        with pytest.raises(DatasetNotFoundError, match=message):
+            read_image_folder(split)
+    beside = _folder(tmp_path / "beside", classes=2)
+    for name in ("train", "test"):
+        _folder(beside / name, classes=2)
+    with pytest.raises(DatasetNotFoundError, match=r"train/ and test/ beside other folders \('class00', 'class01'\)"):
+        read_image_folder(beside)
+    own = tmp_path / "own"
+    for name in ("train", "test"):
+        _folder(own / name, classes=2)
+    assert read_image_folder(own).own_split
+
+    wide = (np.arange(32 * 32).reshape(32, 32) * 64).astype(np.uint16)
+    Image.fromarray(wide).save(tmp_path / "wide.png")
+    with Image.open(tmp_path / "wide.png") as image:
+        assert image.mode.startswith("I") and np.asarray(image.convert("RGB")).mean() > 250  # Pillow's clipping
+    got = np.asarray(read_rgb(tmp_path / "wide.png"))
+    assert got.shape == (32, 32, 3) and abs(got[..., 0].mean() - wide.mean() / 257) < 0.6
+
+
+def test_class_4_a_folder_changed_between_runs_is_not_mixed_into_one_table(tmp_path, capsys):
+    """A class added between a Ctrl-C and the resume, or between two runs into one --out, mixed
+    rows of the 4-class and the 5-class folder in one table: the folder's content is in the key."""
+    from benchmarks.datasets.own_folder import folder_digest
+
+    root = _folder(tmp_path / "birds", classes=4, per_class=6)
+    before = folder_digest(root)
+    argv = ["--dataset", "folder", "--data-root", str(root), "--tasks", "2", "--epochs", "1", "--methods", "tmc",
+            "--seeds", "1", "--jobs", "1", "--image-size", "24", "--out", str(tmp_path / "out")]
+    assert run.main(argv)
+    _folder(tmp_path / "more", classes=1, per_class=6, seed=5)
+    os.rename(tmp_path / "more" / "class00", root / "class04")
+    assert folder_digest(root) != before
+    code = command_line(run.main, "python -m benchmarks.run", argv)
+    err = capsys.readouterr().err
+    assert code == EXIT_REFUSED and f"folder '{before}' -> '{folder_digest(root)}'" in err and "--restart" in err
