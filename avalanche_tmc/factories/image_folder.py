@@ -166,8 +166,10 @@ def _check_folder_names(root: Path) -> None:
 
 
 def _not_found(root: Path, why: str) -> DatasetNotFoundError:
-    return DatasetNotFoundError(f"image folder {root}: {why}; give the folder that holds one sub-folder per class "
-                                f"(layout below).\nLayout:\n{FOLDER_LAYOUT}")
+    from ..files.component import _shown  # a crafted name's control characters escaped
+
+    return DatasetNotFoundError(f"image folder {_shown(root)}: {why}; give the folder that holds one sub-folder per "
+                                f"class (layout below).\nLayout:\n{FOLDER_LAYOUT}")
 
 
 def _listing(root: Path, classes: Sequence[str]) -> Samples:

@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the library's class, re-exported
 from avalanche_tmc.factories.image_folder import TooFewImagesError, rgb_image, stratified_split  # likewise
+from benchmarks.results.reading import safe_name
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",
@@ -157,8 +158,8 @@ class ImageFileDataset(Dataset):
             with Image.open(path) as img:
                 return rgb_image(img)  # (a 16-bit image scaled, not clipped to white)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:  # PIL's decoding errors
-            raise CorruptImageError(f"{path}: not a readable image ({type(error).__name__}: {error}); replace the "
-                                    "file with a good copy or remove it, then run again.") from None
+            raise CorruptImageError(f"{safe_name(path)}: not a readable image ({type(error).__name__}: {error}); "
+                                    "replace the file with a good copy or remove it, then run again.") from None
 
     def __getitem__(self, index: int) -> Tuple[Tensor, int]:
         return self.transform(self.load_image(index)), self.samples[index][1]

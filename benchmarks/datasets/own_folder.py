@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Optional, Tuple, Union
 
 from avalanche_tmc.factories.image_folder import FOLDER_LAYOUT, IMAGE_EXTENSIONS, read_image_folder
+from benchmarks.results.reading import safe_name
 
 from .base import DatasetNotFoundError, ImageFileDataset, Normalization
 from .folders import file_pair
@@ -40,9 +41,10 @@ def load_folder(
 
 def folder_label(data_root: Union[str, Path]) -> str:
     """The name tables, plots and output folders give the image folder ``data_root``: its own
-    name (``~/data/birds`` -> ``birds``)."""
+    name (``~/data/birds`` -> ``birds``), control characters, bytes that are not UTF-8 and
+    HTML comment markers escaped (:func:`~benchmarks.results.reading.safe_name`)."""
     path = Path(data_root).expanduser()
-    return path.resolve().name or str(path)
+    return safe_name(path.resolve().name or str(path))  # escaped: a name the runner's own report reads back
 
 
 def folder_digest(data_root: Union[str, Path]) -> str:

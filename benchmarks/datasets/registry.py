@@ -139,6 +139,8 @@ def _unreadable_images(*datasets: Any) -> List[Tuple[str, str]]:
     reads them all: one corrupt file late in a class used to pass it and stop the run later)."""
     from PIL import Image
 
+    from benchmarks.results.reading import safe_name
+
     bad = []
     for dataset in datasets:
         for path, _ in getattr(dataset, "samples", ()):
@@ -146,7 +148,7 @@ def _unreadable_images(*datasets: Any) -> List[Tuple[str, str]]:
                 with Image.open(path) as image:
                     image.load()
             except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
-                bad.append((str(path), type(error).__name__))
+                bad.append((safe_name(path), type(error).__name__))
     return bad
 
 

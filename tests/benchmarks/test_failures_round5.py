@@ -256,3 +256,30 @@ def test_class_4_a_folder_changed_between_runs_is_not_mixed_into_one_table(tmp_p
     code = command_line(run.main, "python -m benchmarks.run", argv)
     err = capsys.readouterr().err
     assert code == EXIT_REFUSED and f"folder '{before}' -> '{folder_digest(root)}'" in err and "--restart" in err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["bi\nrds", "title\x1b]0;owned\x07", "a<!--b-->c", os.fsdecode(b"caf\xe9")])
+def test_class_6_every_name_is_escaped_and_the_runners_report_reads_it_back(tmp_path, name, capsys):
+    """A folder name with a newline, an escape sequence or an HTML comment trained and exited 0,
+    then the report refused the runner's own results.csv; a name that is not UTF-8 crashed
+    after training (UnicodeEncodeError); a bad file's name was printed with its raw control
+    characters."""
+    from benchmarks import report
+
+    root = _folder(tmp_path / name, classes=2, per_class=5)
+    out = tmp_path / "out"
+    rows = run.main(["--dataset", "folder", "--data-root", str(root), "--tasks", "2", "--epochs", "1", "--methods",
+                     "tmc", "--seeds", "1", "--jobs", "1", "--image-size", "24", "--out", str(out)])
+    printed = capsys.readouterr().out
+    label = rows[0]["dataset"]
+    assert label != name and "\x1b" not in printed and "\x07" not in printed and "<!--" not in label
+    assert report.main([str(out / "results.csv")])  # the runner's own file reads back
+    late = sorted((root / "class01").iterdir())[-1]
+    bad = late.with_name("bad\x1b[2J.png")
+    late.rename(bad)
+    bad.write_bytes(b"not an image")
+    from benchmarks.datasets.__main__ import main as datasets_main
+
+    assert datasets_main(["folder", "--data-root", str(root)]) == 1
+    assert "\x1b" not in capsys.readouterr().out
