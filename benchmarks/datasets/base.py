@@ -15,7 +15,7 @@ from torch.utils.data import Dataset
 
 from avalanche_tmc.factories.benchmarks import DatasetNotFoundError  # the library's class, re-exported
 from avalanche_tmc.factories.image_folder import TooFewImagesError, rgb_image, stratified_split  # likewise
-from benchmarks.results.reading import safe_name
+from benchmarks.datasets.names import safe_name
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "NORMALIZATIONS", "Normalization", "DatasetNotFoundError", "TooFewImagesError",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Optional, Tuple, Union
 
 from avalanche_tmc.factories.image_folder import FOLDER_LAYOUT, IMAGE_EXTENSIONS, read_image_folder
-from benchmarks.results.reading import safe_name
+from benchmarks.datasets.names import safe_name
 
 from .base import DatasetNotFoundError, ImageFileDataset, Normalization
 from .folders import file_pair

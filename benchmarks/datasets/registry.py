@@ -139,7 +139,7 @@ def _unreadable_images(*datasets: Any) -> List[Tuple[str, str]]:
     reads them all: one corrupt file late in a class used to pass it and stop the run later)."""
     from PIL import Image
 
-    from benchmarks.results.reading import safe_name
+    from benchmarks.datasets.names import safe_name
 
     bad = []
     for dataset in datasets:

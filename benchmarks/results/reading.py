@@ -60,23 +60,6 @@ def read_text(path: PathLike) -> str:
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]|<!--|-->")
 
 
-def safe_name(text: str) -> str:
-    """A name from the file system as the runner writes and prints it: control characters
-    (a newline, a terminal escape sequence), line separators and bytes that are not UTF-8 (a
-    name's surrogate escapes) shown as escapes, and HTML comment markers broken up, so that
-    every name the runner writes its own report reads back (:func:`unsafe_cell`) and no name
-    sets a terminal's title."""
-    def one(ch: str) -> str:
-        if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode escapes it
-            return f"\\x{ord(ch) - 0xDC00:02x}"
-        if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF:
-            return ch
-        return ch.encode("unicode_escape", "backslashreplace").decode("ascii")
-
-    shown = "".join(one(ch) for ch in str(text))
-    return shown.replace("<!--", "<! --").replace("-->", "-- >")
-
-
 def unsafe_cell(text: str) -> Optional[str]:
     """Why ``text`` may not be a cell of a generated block (a control character such as a
     line break, or an HTML comment marker: either could end a block or hide the page after
