@@ -233,8 +233,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", help="the GPU to check (default: cuda)")
     p.add_argument("--dry-run", action="store_true", help="every step small on the CPU: checks the script only")
-    p.add_argument("--out", default=str(ROOT / "docs" / "results" / "gpu"),
-                   help="folder of the report, <out>/<device>.md (default: docs/results/gpu)")
+    p.add_argument("--out", default=None,
+                   help="folder of the report, <out>/<device>.md (default: docs/results/gpu; for --dry-run a folder "
+                        "under the temporary directory: a dry run writes nothing into docs/)")
     p.add_argument("--workdir", default=None, help="folder for generated images, weights and runs (default: temp)")
     p.add_argument("--steps", default=None, metavar="NAME[,NAME]",
                    help="run only these steps (a rerun of the ones that failed); the report is then named "
@@ -252,6 +253,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     device = "cpu" if args.dry_run else args.device
     if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device: torch.cuda.is_available() is False (use --dry-run to check the script on the CPU)")
+    if args.out is None:
+        args.out = str(Path(tempfile.gettempdir()) / "avalanche-tmc-gpu-check" if args.dry_run
+                       else ROOT / "docs" / "results" / "gpu")
     with one_line(p):
         _check_folders(args.workdir, args.out)
     gpus = 0 if args.dry_run else torch.cuda.device_count()
@@ -262,7 +266,12 @@ def main(argv: Optional[Sequence[str]] = None) -> Path:
     with tempfile.TemporaryDirectory() as tmp, one_line(p):
         workdir = Path(args.workdir or tmp)
         env["AVALANCHE_TMC_CACHE"] = str(workdir / "cache")
-        _prepare_inputs(workdir, dry_run=args.dry_run)
+        try:
+            _prepare_inputs(workdir, dry_run=args.dry_run)
+        except RuntimeError as error:  # torch.save's own error on a full disk ("enforce fail at inline_container")
+            raise ReportFileError(f"{workdir}: the check's inputs cannot be written ({str(error).splitlines()[0]}): "
+                                  "the disk is most likely full; free space there or give another --workdir.") \
+                from None
         command = "python -m benchmarks.tools.gpu_check" + (" --dry-run" if args.dry_run else "")
         out = Path(args.out)
         authors = str(Path(args.authors_code).resolve()) if args.authors_code else None

@@ -283,3 +283,47 @@ def test_class_6_every_name_is_escaped_and_the_runners_report_reads_it_back(tmp_
 
     assert datasets_main(["folder", "--data-root", str(root)]) == 1
     assert "\x1b" not in capsys.readouterr().out
+
+
+def test_class_10_the_gpu_check_dry_run_writes_nothing_into_docs_and_a_full_disk_says_so(tmp_path, monkeypatch,
+                                                                                           capsys):
+    from benchmarks.tools import gpu_check
+
+    seen = []
+
+    def record(workdir, out):
+        seen.append(out)
+        raise ReportFileError("stop here")
+
+    with monkeypatch.context() as m:
+        m.setattr(gpu_check, "_check_folders", record)
+        with pytest.raises(SystemExit):
+            gpu_check.main(["--dry-run"])
+    assert "docs" not in seen[0] and "avalanche-tmc-gpu-check" in seen[0]
+    capsys.readouterr()
+
+    def full(workdir, dry_run):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(gpu_check, "_prepare_inputs", full)
+    with pytest.raises(SystemExit) as exit_info:
+        gpu_check.main(["--dry-run", "--workdir", str(tmp_path / "work"), "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "the check's inputs cannot be written" in err and "disk is most likely full" in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.timeout(60)
+def test_class_10_a_fifo_at_a_cache_path_is_not_read(tmp_path, monkeypatch):
+    """A FIFO where the digits' tensor cache belongs hung the run (reading it blocks): it is
+    not a regular file, so it is rebuilt and replaced, never read."""
+    import torch
+
+    from benchmarks.datasets import cache
+
+    monkeypatch.setenv("AVALANCHE_TMC_CACHE", str(tmp_path))
+    (tmp_path / "tensors").mkdir()
+    os.mkfifo(tmp_path / "tensors" / "k.pt")
+    value = cache.cached_tensors("k", lambda: {"x": torch.ones(2)})
+    assert torch.equal(value["x"], torch.ones(2)) and (tmp_path / "tensors" / "k.pt").is_file()
