@@ -16,6 +16,7 @@ from typing import Dict
 from torch import nn
 
 from ..composition.statistics import RandomReLUFeatures
+from ..models.frozen_trunk import ChainSegment
 from ..models.training_free import LayerFeatures, TrainingFreeClassifier
 from ..tangent import TangentModel
 from ..training.adaptation import TangentFeatures
@@ -30,6 +31,7 @@ ARCHITECTURES: Dict[str, type] = {
     "avalanche-tmc:TangentFeatures": TangentFeatures,
     "avalanche-tmc:RandomReLUFeatures": RandomReLUFeatures,
     "avalanche-tmc:RescaledSquareLoss": RescaledSquareLoss,
+    "avalanche-tmc:ChainSegment": ChainSegment,
 }
 """Registered name -> class: every ``nn.Module`` class of this library, and those registered
 with :func:`register_architecture`. The names are part of the file format: a renamed class
@@ -38,6 +40,8 @@ keeps its name here (or, given a new one, its old one moves to :data:`EARLIER_NA
 EARLIER_NAMES: Dict[str, type] = {
     # written by pre-release builds (before the class was renamed): read, never written
     "avalanche-tmc:AnalyticClassifier": TrainingFreeClassifier,
+    # the benchmark runner's own class before the library took it (issue 60): its files record this path
+    "benchmarks.networks.trunk.ChainSegment": ChainSegment,
 }
 """Earlier name -> class: names that files written before a class was renamed record for it.
 A file is checked against them as well (:func:`architecture_name` with ``earlier=True``);

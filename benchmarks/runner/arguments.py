@@ -189,6 +189,11 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
             raise Refusal(f"--tune chooses learning rates and epochs, but {', '.join(run.methods)} train nothing "
                           "(training-free heads): drop --tune, or add a trained method.")
     pilot = set(PILOT_SEEDS.get(args.preset, ()))
+    reused = sorted(pilot & {seed for run in resolved for seed in run.seeds})
+    if reused:
+        raise Refusal(f"--preset {args.preset} is a confirmatory run: seed(s) {', '.join(map(str, reused))} are its "
+                      f"pilot's ({', '.join(map(str, sorted(pilot)))}, make demo), whose results sized it; run the "
+                      "seeds fixed before its results (docs/preregistration.md), or others the pilot did not use.")
     data_seed = getattr(args, "data_seed", None) or 0
     pilot_orders = sorted(pilot & {data_seed + (seed if run.order_by_seed else 0) for run in resolved
                                    for seed in run.seeds})  # the pilot drew seed s's class order with data seed s
@@ -197,11 +202,6 @@ def resolve_runs(args: argparse.Namespace) -> List["RunConfig"]:
                       f"of data seed(s) {', '.join(map(str, pilot_orders))}, the pilot's "
                       f"({', '.join(map(str, sorted(pilot)))}), whose results sized it; keep the preset's --data-seed "
                       "and --order-by-seed.")
-    reused = sorted(pilot & {seed for run in resolved for seed in run.seeds})
-    if reused:
-        raise Refusal(f"--preset {args.preset} is a confirmatory run: seed(s) {', '.join(map(str, reused))} are its "
-                      f"pilot's ({', '.join(map(str, sorted(pilot)))}, make demo), whose results sized it; run the "
-                      "seeds fixed before its results (docs/preregistration.md), or others the pilot did not use.")
     return resolved
 
 

@@ -16,21 +16,21 @@ from benchmarks.results.files import ReportFileError, write_rows_csv
 from benchmarks.results.seed_count import DIFFERENCE, seed_count_rows
 
 
-def _rows(finals):
+def _rows(finals, first_seed=0):
     return [dict(dataset="d", scenario="class", tasks=2, regime="r", method=m, model="composed", after_task=2,
-                 eval_exp="all", accuracy=a, seed=s, epochs=20, train_seconds=1.0, eval_seconds=0.1)
+                 eval_exp="all", accuracy=a, seed=first_seed + s, epochs=20, train_seconds=1.0, eval_seconds=0.1)
             for m, accs in finals.items()
             for s, a in enumerate(accs)]
 
 
-def _run(tmc, tme_noise, seq_noise, soup_noise, tme_gain):
+def _run(tmc, tme_noise, seq_noise, soup_noise, tme_gain, first_seed=0):
     """TME (tangent) ``tme_gain`` above TMC, TMC-Seq (tangent) equal to TMC, Soup one point
     below, EWC 25 points below, each with its per-seed noise."""
     return _rows({"tmc": tmc,
                   "tme": [a + tme_gain + e for a, e in zip(tmc, tme_noise)],
                   "tmc-seq": [a - e for a, e in zip(tmc, seq_noise)],
                   "soup": [a - 0.01 + e for a, e in zip(tmc, soup_noise)],
-                  "ewc": [a - 0.25 - e for a, e in zip(tmc, (0.0, 0.002, 0.001, 0.0, 0.001, 0.002))]})
+                  "ewc": [a - 0.25 - e for a, e in zip(tmc, (0.0, 0.002, 0.001, 0.0, 0.001, 0.002))]}, first_seed)
 
 
 # the pilot, 3 seeds: TME's and TMC-Seq's differences too noisy to decide; EWC 25 points below
@@ -38,7 +38,8 @@ PILOT = _run([0.50, 0.52, 0.51], (-0.04, 0.10, -0.06), (0.03, -0.03, 0.02), (0.0
 # the confirmatory run, 6 seeds: TME 5 points above TMC, TMC-Seq within a tenth of a point,
 # Soup as noisy as before (an interval of several points either way)
 CONFIRM = _run([0.50, 0.52, 0.51, 0.49, 0.53, 0.50], (0.001, -0.001, 0.0, 0.002, -0.002, 0.0),
-               (0.001, -0.001, 0.0, 0.001, -0.001, 0.0), (0.03, -0.03, 0.02, -0.02, 0.03, -0.03), 0.05)
+               (0.001, -0.001, 0.0, 0.001, -0.001, 0.0), (0.03, -0.03, 0.02, -0.02, 0.03, -0.03), 0.05,
+               first_seed=100)  # seeds the pilot did not use
 
 
 def test_each_cell_has_both_verdicts_and_an_open_cell_its_seed_count():
@@ -95,7 +96,7 @@ def test_the_command_writes_the_file_and_refuses_what_cannot_be_confirmed(tmp_pa
     with pytest.raises(SystemExit) as stopped:  # an output naming an input
         main([str(pilot), str(confirm), "--out", str(confirm)])
     assert stopped.value.code == 2 and "replace an input" in capsys.readouterr().err
-    write_rows_csv([r for r in CONFIRM if r["seed"] < 2], confirm, RESULT_COLUMNS, "results")
+    write_rows_csv([r for r in CONFIRM if r["seed"] < 102], confirm, RESULT_COLUMNS, "results")
     with pytest.raises(SystemExit):  # 2 seeds give no verdicts
         main([str(pilot), str(confirm), "--out", str(tmp_path / "w.csv")])
     assert "no verdicts" in capsys.readouterr().err
@@ -117,7 +118,8 @@ def test_a_difference_is_rounded_once_as_the_verdict_table_rounds_it():
     rng = random.Random(0)
     for _ in range(40):
         finals = {m: [rng.randrange(200, 400) / 600 for _ in range(20)] for m in ("tmc", "soup", "ens-l", "tme")}
-        rows = {r["claim"]: r for r in confirmation_rows(_rows(finals), _rows(finals), cap=50)}
-        for (claim, _), cell in judged_cells(_rows(finals))[0].items():
+        pilot = {m: [rng.randrange(200, 400) / 600 for _ in range(5)] for m in finals}
+        rows = {r["claim"]: r for r in confirmation_rows(_rows(pilot), _rows(finals, 100), cap=50)}
+        for (claim, _), cell in judged_cells(_rows(finals, 100))[0].items():
             shown = [f"{float(rows[claim][k]):+.1f}" for k in ("difference", "holm_low", "holm_high")]
             assert shown == [f"{cell[k]:+.1f}" for k in ("difference", "adjusted_low", "adjusted_high")], claim

@@ -42,7 +42,7 @@ def test_every_network_class_of_the_library_is_recorded_by_its_registered_name()
     # the names are part of the format: written out, never derived from a class's name (a renamed class keeps its
     # name, or its old one moves to EARLIER_NAMES)
     assert sorted(cf.ARCHITECTURES) == [f"avalanche-tmc:{name}" for name in (
-        "LayerFeatures", "RandomReLUFeatures", "RescaledSquareLoss", "TangentFeatures", "TangentModel",
+        "ChainSegment", "LayerFeatures", "RandomReLUFeatures", "RescaledSquareLoss", "TangentFeatures", "TangentModel",
         "TrainingFreeClassifier")]
     assert cf.architecture_name(nn.Linear) == "torch.nn.modules.linear.Linear"  # others: module.QualName
 
