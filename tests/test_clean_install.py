@@ -142,7 +142,8 @@ def test_quick_start(clean_env, tmp_path):
     out = _run([str(python), "quick_start.py"], cwd=work, env=env).stdout
     assert "[0, 1, 2, 3, 4]" in out and "after forget(2)" in out
     # the short one before it, from the library's digits factories: its last line, the accuracy after forget(2)
-    (work / "in_short.py").write_text(readme_python("# now exactly the composition of the other four"), encoding="utf-8")
+    short = readme_python("# now exactly the composition of the other four")
+    (work / "in_short.py").write_text(short, encoding="utf-8")
     last = _run([str(python), "in_short.py"], cwd=work, env=env).stdout.strip().splitlines()[-1]
     assert 0.0 < float(last) <= 1.0
 
