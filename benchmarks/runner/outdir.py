@@ -86,9 +86,14 @@ def planned_settings(runs: Sequence[RunConfig], options: Options) -> Dict[str, D
     return planned
 
 
+_SAID = {"folder": "the image folder's content changed (files added, removed or replaced; digest"}
+"""Keys whose change is said in words before the values."""
+
+
 def _differences(old: Dict[str, Any], new: Dict[str, Any], most: int = 4) -> List[str]:
     keys = sorted(set(old) | set(new))
-    changed = [f"{k} {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in keys if old.get(k) != new.get(k)]
+    changed = [f"{_SAID[k]} {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r})" if k in _SAID else
+               f"{k} {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in keys if old.get(k) != new.get(k)]
     return changed[:most] + ([f"{len(changed) - most} more"] if len(changed) > most else [])
 
 
