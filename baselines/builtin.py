@@ -41,8 +41,12 @@ if TYPE_CHECKING:
     from avalanche.training.templates import SupervisedTemplate
     from torch import nn
 
-__all__ = ["BUILTIN_METHODS", "DEFAULTS", "Baseline", "baseline", "make_builtin_strategy",  # noqa: F822 (__getattr__)
+__all__ = ["BUILTIN_METHODS", "DEFAULTS", "REPLAY_BUFFER", "Baseline", "baseline", "make_builtin_strategy",  # noqa: F822 (__getattr__)
            "on_baseline", "registered_baselines"]
+
+REPLAY_BUFFER = 300
+"""ER's and DER's replay buffer in samples, by default (the paper's). The rows' texts below hold
+``{buffer}``, filled by :func:`benchmarks.results.files.method_info` with a run's own buffer."""
 
 Build = Callable[..., "SupervisedTemplate"]
 
@@ -160,7 +164,7 @@ def make_builtin_strategy(
     eval_mb_size: Optional[int] = None,
     device: Union[str, "torch.device"] = "cpu",
     plugins: Optional[List["SupervisedPlugin"]] = None,
-    mem_size: int = 300,
+    mem_size: int = REPLAY_BUFFER,
     beta: float = 25.0,
     **kwargs,
 ) -> "SupervisedTemplate":
@@ -227,7 +231,7 @@ def make_builtin_strategy(
 
 # Each builder imports its Avalanche strategy when called (see the module's docstring). The entries'
 # order is the benchmark tables': the paragons (joint) close them.
-_BUFFER = "O(1) + buffer 300"
+_BUFFER = "O(1) + buffer {buffer}"
 _PARAGON = "all data at once (paragon)"
 
 
@@ -240,7 +244,8 @@ def _naive(common: Dict[str, Any], hp: Dict[str, Any], plugins: List["Supervised
 
 
 @baseline("er", description="Avalanche's Naive with a ReplayPlugin (experience replay)",
-          defaults={"batch_size_mem": 32}, label="ER", memory=_BUFFER, replay="300 samples", cost=5, tuning="self")
+          defaults={"batch_size_mem": 32}, label="ER", memory=_BUFFER, replay="{buffer} samples", cost=5,
+          tuning="self")
 def _er(common: Dict[str, Any], hp: Dict[str, Any], plugins: List["SupervisedPlugin"], *, mem_size: int,
         train_mb_size: int):
     from avalanche.training.plugins import ReplayPlugin
@@ -269,7 +274,7 @@ def _ewc(common: Dict[str, Any], hp: Dict[str, Any], plugins: List["SupervisedPl
 
 @baseline("der", description="Avalanche's DER (DER++)",
           defaults={"batch_size_mem": 32, "der_alpha": 0.1, "der_beta": 0.5}, label="DER", memory=_BUFFER,
-          replay="300 samples + logits", cost=6, tuning="self")
+          replay="{buffer} samples + logits", cost=6, tuning="self")
 def _der(common: Dict[str, Any], hp: Dict[str, Any], plugins: List["SupervisedPlugin"], *, mem_size: int,
          **_: Any):
     from avalanche.training.supervised import DER

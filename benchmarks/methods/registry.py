@@ -161,9 +161,17 @@ def method_names() -> Tuple[str, ...]:
     return tuple(_ROWS)
 
 
-def method_row(name: str) -> Optional[Row]:
-    """The registered row ``name`` (None if unknown)."""
-    return _ROWS.get(name)
+def method_row(name: str, buffer: Optional[int] = None) -> Optional[Row]:
+    """The registered row ``name`` (None if unknown), a replay method's texts giving ``buffer``
+    samples (default: the default buffer, ``baselines.builtin.REPLAY_BUFFER``; the registered
+    texts hold ``{buffer}``)."""
+    from baselines.builtin import REPLAY_BUFFER
+
+    row = _ROWS.get(name)
+    if row is None:
+        return None
+    size = REPLAY_BUFFER if buffer is None else buffer
+    return replace(row, cost=row.cost.format(buffer=size), replay=row.replay.format(buffer=size))
 
 
 def method_family(name: str) -> Optional[str]:

@@ -5,6 +5,7 @@ its builders and the runner alike."""
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
+from baselines.builtin import REPLAY_BUFFER
 from benchmarks.protocol.settings import with_settings
 
 __all__ = ["TrainConfig"]
@@ -23,7 +24,7 @@ class TrainConfig:
 
     num_classes: int
     eval_batch_size: int = 256
-    mem_size: int = 300  # replay buffer of ER / DER
+    mem_size: int = REPLAY_BUFFER  # replay buffer of ER / DER (the run sizes it to its data)
     slda_shrinkage: float = 1e-4  # Avalanche's StreamingLDA default
     seed: int = 0
     bn_batches: Optional[Sequence[Any]] = None  # tangent base point: BatchNorm re-estimated on these

@@ -11,10 +11,9 @@ trained by anyone (the official TMC code also leaves the stem out of the lineari
 No augmentation is used, so caching is exact.
 """
 
-from typing import Callable, Optional, Tuple
+from typing import Tuple
 
 from torch import Tensor, nn
-from torch.utils.data import Dataset, TensorDataset
 
 from avalanche_tmc.models.frozen_trunk import ChainSegment, NotAChainError, split_network, trunk_features
 
@@ -30,9 +29,7 @@ def split_backbone(model: nn.Module, start_at: str, example: Tensor) -> Tuple[Ch
         raise ValueError(f"{error} In the runner: run it without a frozen trunk (--freeze-until none).") from None
 
 
-def cache_features(trunk: nn.Module, dataset: Dataset, batch_size: int = 256,
-                   on_batch: Optional[Callable[[int], None]] = None) -> TensorDataset:
-    """``trunk``'s features of a whole dataset (targets and domains kept) on one thread:
-    :func:`~avalanche_tmc.models.frozen_trunk.trunk_features`; ``on_batch(n)`` after each
-    batch of ``n`` images (the runner's progress)."""
-    return trunk_features(trunk, dataset, batch_size=batch_size, on_batch=on_batch)
+cache_features = trunk_features
+"""``trunk``'s features of a whole dataset (targets and domains kept) on one thread, before the
+runner builds its scenarios: the library's :func:`~avalanche_tmc.models.frozen_trunk.trunk_features`
+(``on_batch(n)`` after each batch: the runner's progress)."""

@@ -100,10 +100,11 @@ MISSING = "–"
 SCENARIO_PREFIX = {"class": "C", "task": "T", "data": "D"}
 
 
-def method_info(method: str) -> Tuple[str, str, str, bool]:
+def method_info(method: str, buffer: Optional[int] = None) -> Tuple[str, str, str, bool]:
     """(label, inference/memory cost, replay buffer, trainable in parallel over tasks) of a
-    registered method (:mod:`benchmarks.methods`), or ``(method, "?", "?", False)``."""
-    row = method_row(method)
+    registered method (:mod:`benchmarks.methods`), or ``(method, "?", "?", False)``; a replay
+    method's texts give ``buffer`` samples (default: the default buffer; :func:`method_row`)."""
+    row = method_row(method, buffer)
     return (method, "?", "?", False) if row is None else (row.label, row.cost, row.replay, row.parallel)
 
 

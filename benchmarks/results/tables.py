@@ -8,7 +8,6 @@ columns and the notes on paragons, reused training and settings); :func:`regime_
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -98,9 +97,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
                 and int(r["after_task"]) == int(r["tasks"]):  # type: ignore[call-overload]
             rose[(run_key(r), str(r["method"]))].append(f"seed {r.get('seed', '')} (experience {r['loss_rose']})")
     for method in methods:
-        name, cost, buffer, parallel = method_info(method)
-        if method in buffers:  # the registry says the default (300); a run sized to its data says its own
-            cost, buffer = (re.sub(r"\b300\b", str(buffers[method]), text) for text in (cost, buffer))
+        name, cost, buffer, parallel = method_info(method, buffers.get(method))  # the run's own buffer
         if method in fractions:
             buffer += (f" ({100 * fractions[method]:.0f}% of the training set"
                        + (": all of it, joint training in disguise)" if fractions[method] >= 1 else ")"))

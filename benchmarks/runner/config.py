@@ -10,6 +10,7 @@ import copy
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+from baselines.builtin import REPLAY_BUFFER
 from benchmarks.methods import TrainConfig
 from benchmarks.networks.arithmetic import arithmetic_key
 from benchmarks.networks.threads import ARITHMETIC_THREADS
@@ -118,7 +119,7 @@ def loader_options(options: Options) -> Dict[str, Any]:
     return dataloader_kwargs(num_workers=options.workers, device=options.device) if options.workers > 0 else {}
 
 
-DEFAULT_BUFFER = 300
+DEFAULT_BUFFER = REPLAY_BUFFER
 """ER's and DER's replay buffer (samples) while it is at most :data:`MAX_BUFFER_SHARE` of the
 training set (the main job: 17% of its class-IL training set)."""
 MAX_BUFFER_SHARE = 0.2
